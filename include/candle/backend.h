@@ -1,0 +1,228 @@
+// The backend interface (candle's BackendDevice / BackendStorage): one method per op family.
+//
+// Conventions for every op method:
+//  - inputs are given as (storage, layout); layouts may be strided, offset or broadcast
+//    (stride 0); the op layer has already checked shapes, dtypes and devices;
+//  - the result is a new storage holding the output contiguously (row-major);
+//  - methods ending in _set write into `this` storage in place.
+// A backend may leave an op out: the default implementation copies the operands to the
+// CPU, runs the CPU kernel and uploads the result, counting the round-trip in
+// backend_stats() so that missing native kernels show.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "candle/device.h"
+#include "candle/dtype.h"
+#include "candle/layout.h"
+
+namespace candle {
+
+enum class UnaryOp : uint8_t {
+  Neg, Recip, Exp, Log, Sin, Cos, Tanh, Abs, Sqr, Sqrt, Gelu, GeluErf, Erf, Relu, Silu,
+  Ceil, Floor, Round, Sign, Sigmoid,
+};
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Pow };
+enum class CmpOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+enum class ReduceOp : uint8_t { Sum, Min, Max, ArgMin, ArgMax };
+
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
+const char* cmp_op_name(CmpOp op);
+const char* reduce_op_name(ReduceOp op);
+
+// A scalar of any dtype: integers are kept exactly (i64/u32 beyond 2^53 too).
+class Scalar {
+ public:
+  Scalar(double v) : is_int_(false), f_(v), i_(0), natural_(DType::F64) {}  // NOLINT
+  Scalar(float v) : is_int_(false), f_(v), i_(0), natural_(DType::F32) {}   // NOLINT
+  Scalar(int v) : is_int_(true), f_(v), i_(v), natural_(DType::I64) {}      // NOLINT
+  Scalar(int64_t v) : is_int_(true), f_(static_cast<double>(v)), i_(v), natural_(DType::I64) {}  // NOLINT
+  Scalar(uint32_t v) : is_int_(true), f_(v), i_(v), natural_(DType::U32) {}  // NOLINT
+  Scalar(uint8_t v) : is_int_(true), f_(v), i_(v), natural_(DType::U8) {}    // NOLINT
+  Scalar(f16 v) : Scalar(static_cast<float>(v)) { natural_ = DType::F16; }   // NOLINT
+  Scalar(bf16 v) : Scalar(static_cast<float>(v)) { natural_ = DType::BF16; }  // NOLINT
+  // The value as element type T (integers exact, floats rounded once).
+  template <typename T>
+  T as() const {
+    if constexpr (std::is_integral_v<T>) return is_int_ ? static_cast<T>(i_) : cast_value<T>(f_);
+    else return cast_value<T>(f_);
+  }
+  double to_double() const { return f_; }
+  // The dtype of the C++ value it was made from (double -> f64, int -> i64, ...).
+  DType natural_dtype() const { return natural_; }
+
+ private:
+  bool is_int_;
+  double f_;
+  int64_t i_;
+  DType natural_;
+};
+
+struct MatmulDims {
+  size_t batch, m, n, k;
+};
+
+class BackendStorage;
+class CpuStorage;
+using StoragePtr = std::shared_ptr<BackendStorage>;
+
+class BackendDevice {
+ public:
+  virtual ~BackendDevice() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual size_t ordinal() const = 0;
+  // Human-readable adapter name.
+  virtual std::string name() const = 0;
+  // Uninitialised storage of n elements.
+  virtual StoragePtr alloc(DType dtype, size_t n) = 0;
+  // Copies a CPU storage to this device.
+  virtual StoragePtr from_cpu(const CpuStorage& src) = 0;
+  virtual void set_seed(uint64_t seed) = 0;
+  virtual StoragePtr rand_uniform(DType dtype, size_t n, double lo, double up) = 0;
+  virtual StoragePtr rand_normal(DType dtype, size_t n, double mean, double stddev) = 0;
+  virtual void synchronize() {}
+};
+
+class BackendStorage {
+ public:
+  virtual ~BackendStorage() = default;
+  virtual DType dtype() const = 0;
+  // Number of elements the storage holds.
+  virtual size_t elem_count() const = 0;
+  virtual BackendDevice& device() const = 0;
+  // A CPU copy of the whole storage (CpuStorage returns a handle to itself).
+  virtual std::shared_ptr<CpuStorage> to_cpu() const = 0;
+
+  virtual StoragePtr unary(UnaryOp op, const Layout& l) const;
+  virtual StoragePtr affine(const Layout& l, double mul, double add) const;
+  virtual StoragePtr powf(const Layout& l, double e) const;
+  virtual StoragePtr elu(const Layout& l, double alpha) const;
+  // lhs_l and rhs_l have the same shape (broadcasting is expressed by stride-0 layouts).
+  virtual StoragePtr binary(BinaryOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                            const Layout& rhs_l) const;
+  // Result dtype u8 (1 where true).
+  virtual StoragePtr cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                         const Layout& rhs_l) const;
+  // `this` is the condition (any integer dtype, non-zero is true); all layouts share one shape.
+  virtual StoragePtr where_cond(const Layout& cond_l, const BackendStorage& on_true,
+                                const Layout& t_l, const BackendStorage& on_false,
+                                const Layout& f_l) const;
+  // Reduces over `dims` (sorted, unique); the output has the input shape with those dims
+  // set to 1. ArgMin/ArgMax need exactly one dim and give u32.
+  virtual StoragePtr reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const;
+  // Inclusive prefix sum along `dim`.
+  virtual StoragePtr cumsum(const Layout& l, size_t dim) const;
+  // Indices (u32) that sort each row of the last dim (stable).
+  virtual StoragePtr arg_sort_last_dim(const Layout& l, bool ascending) const;
+  virtual StoragePtr to_dtype(const Layout& l, DType dtype) const;
+  // lhs [batch, m, k] x rhs [batch, k, n] -> [batch, m, n]; the layouts give the operands'
+  // strides (the op layer folds batch dims so that each is one strided batch dim).
+  virtual StoragePtr matmul(const Layout& lhs_l, const BackendStorage& rhs, const Layout& rhs_l,
+                            MatmulDims d) const;
+  // ids: an integer dtype; out shape: l's shape with dim replaced by ids' length.
+  virtual StoragePtr index_select(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                                  size_t dim) const;
+  // out shape: ids' shape.
+  virtual StoragePtr gather(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                            size_t dim) const;
+  // out = copy of self with src rows added at ids along dim.
+  virtual StoragePtr index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                               const BackendStorage& src, const Layout& src_l, size_t dim) const;
+  // In place on `this` (whose layout `l` is contiguous): self[.., ids[i], ..] = src[i] along dim.
+  virtual void scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                           const BackendStorage& src, const Layout& src_l, size_t dim);
+  virtual void scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                               const BackendStorage& src, const Layout& src_l, size_t dim);
+  // Copies the elements of `src_l` (row-major) into dst starting at element dst_offset.
+  virtual void copy_strided_src(BackendStorage& dst, size_t dst_offset, const Layout& src_l) const;
+  // d1 rows of d2 elements from this (row stride src_s, first at src_o) into dst.
+  virtual void copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s,
+                      size_t src_o, size_t dst_o) const;
+  // Sets every element of the layout to v, in place.
+  virtual void const_set(const Scalar& v, const Layout& l);
+
+ protected:
+  // Runs `fn` on CPU copies and uploads the result; counts the round-trip under `op`.
+  StoragePtr upload(const std::shared_ptr<CpuStorage>& cpu, const char* op) const;
+};
+
+// Counters of CPU round-trips taken by backends without a native kernel, by op name.
+std::map<std::string, size_t> backend_stats();
+void reset_backend_stats();
+void count_cpu_fallback(const char* op);
+
+// Host memory storage: 64-byte aligned, or a zero-copy view of memory owned elsewhere
+// (a memory-mapped safetensors file).
+class CpuStorage final : public BackendStorage, public std::enable_shared_from_this<CpuStorage> {
+ public:
+  // Uninitialised storage for n elements of dtype.
+  static std::shared_ptr<CpuStorage> alloc(DType dtype, size_t n);
+  static std::shared_ptr<CpuStorage> zeros(DType dtype, size_t n);
+  // A view of `data` (n elements) kept alive by `owner`; no copy.
+  static std::shared_ptr<CpuStorage> wrap(DType dtype, size_t n, void* data, std::shared_ptr<void> owner);
+
+  DType dtype() const override { return dtype_; }
+  size_t elem_count() const override { return n_; }
+  size_t nbytes() const { return n_ * dtype_size(dtype_); }
+  BackendDevice& device() const override;
+  std::shared_ptr<CpuStorage> to_cpu() const override;
+
+  template <typename T>
+  T* data() { return reinterpret_cast<T*>(data_); }
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(data_); }
+  std::byte* bytes() { return data_; }
+  const std::byte* bytes() const { return data_; }
+
+  StoragePtr unary(UnaryOp op, const Layout& l) const override;
+  StoragePtr affine(const Layout& l, double mul, double add) const override;
+  StoragePtr powf(const Layout& l, double e) const override;
+  StoragePtr elu(const Layout& l, double alpha) const override;
+  StoragePtr binary(BinaryOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                    const Layout& rhs_l) const override;
+  StoragePtr cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                 const Layout& rhs_l) const override;
+  StoragePtr where_cond(const Layout& cond_l, const BackendStorage& on_true, const Layout& t_l,
+                        const BackendStorage& on_false, const Layout& f_l) const override;
+  StoragePtr reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const override;
+  StoragePtr cumsum(const Layout& l, size_t dim) const override;
+  StoragePtr arg_sort_last_dim(const Layout& l, bool ascending) const override;
+  StoragePtr to_dtype(const Layout& l, DType dtype) const override;
+  StoragePtr matmul(const Layout& lhs_l, const BackendStorage& rhs, const Layout& rhs_l,
+                    MatmulDims d) const override;
+  StoragePtr index_select(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                          size_t dim) const override;
+  StoragePtr gather(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                    size_t dim) const override;
+  StoragePtr index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                       const BackendStorage& src, const Layout& src_l, size_t dim) const override;
+  void scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                   const BackendStorage& src, const Layout& src_l, size_t dim) override;
+  void scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                       const BackendStorage& src, const Layout& src_l, size_t dim) override;
+  void copy_strided_src(BackendStorage& dst, size_t dst_offset, const Layout& src_l) const override;
+  void copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s, size_t src_o,
+              size_t dst_o) const override;
+  void const_set(const Scalar& v, const Layout& l) override;
+
+  CpuStorage(DType dtype, size_t n, std::byte* data, std::shared_ptr<void> owner)
+      : dtype_(dtype), n_(n), data_(data), owner_(std::move(owner)) {}
+
+ private:
+  DType dtype_;
+  size_t n_;
+  std::byte* data_;
+  std::shared_ptr<void> owner_;
+};
+
+// The CPU's BackendDevice (one per process).
+BackendDevice& cpu_backend_device();
+
+}  // namespace candle

@@ -1,0 +1,15 @@
+// The umbrella header of candle-cpp's core.
+#pragma once
+
+#include "candle/backend.h"
+#include "candle/device.h"
+#include "candle/display.h"
+#include "candle/dtype.h"
+#include "candle/error.h"
+#include "candle/io/npy.h"
+#include "candle/io/safetensors.h"
+#include "candle/layout.h"
+#include "candle/shape.h"
+#include "candle/tensor.h"
+#include "candle/utils.h"
+#include "candle/var.h"

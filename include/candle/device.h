@@ -1,0 +1,64 @@
+// Device: a small value naming where a tensor lives (kind + ordinal + the backend device).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace candle {
+
+enum class DeviceKind : uint8_t { Cpu, Cuda, Rocm, Vulkan, Metal };
+
+std::string_view device_kind_name(DeviceKind kind);
+
+class BackendDevice;
+
+class Device {
+ public:
+  // The CPU device (one per process).
+  static Device cpu();
+  // GPU devices: the backend's shared library (libcandle_<kind>.so) is opened on first use;
+  // a missing library, driver or ordinal throws Error(Device) naming what is missing.
+  static Device cuda(size_t ordinal);
+  static Device rocm(size_t ordinal);
+  static Device vulkan(size_t ordinal);
+  static Device metal(size_t ordinal);
+  // As above, but fall back to the CPU when the device cannot be opened.
+  static Device cuda_if_available(size_t ordinal);
+  static Device vulkan_if_available(size_t ordinal);
+  // "cpu", "cuda", "cuda:1", "rocm:0", "vulkan", "metal"; throws Error(InvalidArgument) otherwise.
+  static Device from_name(std::string_view name);
+  // Opens `kind`:`ordinal` (what cuda()/vulkan()/... call).
+  static Device open(DeviceKind kind, size_t ordinal);
+
+  Device() : Device(cpu()) {}
+  DeviceKind kind() const;
+  size_t ordinal() const;
+  bool is_cpu() const { return kind() == DeviceKind::Cpu; }
+  bool is_cuda() const { return kind() == DeviceKind::Cuda; }
+  bool is_vulkan() const { return kind() == DeviceKind::Vulkan; }
+  bool same_device(const Device& other) const;
+  bool operator==(const Device& other) const { return same_device(other); }
+  // "cpu", "cuda:0", ...
+  std::string to_string() const;
+  // Seeds the device's random generator (rand, randn, dropout).
+  void set_seed(uint64_t seed) const;
+  // Waits for the device's queued work.
+  void synchronize() const;
+
+  BackendDevice& backend() const { return *backend_; }
+  const std::shared_ptr<BackendDevice>& backend_ptr() const { return backend_; }
+  explicit Device(std::shared_ptr<BackendDevice> backend) : backend_(std::move(backend)) {}
+
+ private:
+  std::shared_ptr<BackendDevice> backend_;
+};
+
+// A backend library registers a factory for its kind; Device::open calls it.
+using BackendFactory = std::function<std::shared_ptr<BackendDevice>(size_t ordinal)>;
+void register_backend(DeviceKind kind, BackendFactory factory);
+
+}  // namespace candle

@@ -1,0 +1,19 @@
+// Process-wide settings (candle::utils).
+#pragma once
+
+#include <cstddef>
+
+namespace candle {
+
+// Threads used by CPU kernels: CANDLE_NUM_THREADS if set, else the cores this process may use.
+size_t get_num_threads();
+// Changes the CPU thread count (0 restores the default). Results do not depend on it:
+// every CPU kernel partitions its work so that its bytes are identical for any count.
+void set_num_threads(size_t n);
+
+bool has_avx2();
+bool has_avx512f();
+// "openblas" or "builtin": the GEMM used for f32/f64 matmul.
+const char* blas_name();
+
+}  // namespace candle

@@ -1,0 +1,154 @@
+// Op names, the CPU round-trip counters and the default (CPU round-trip) op implementations.
+#include "candle/backend.h"
+
+#include <mutex>
+
+namespace candle {
+
+const char* unary_op_name(UnaryOp op) {
+  static const char* names[] = {"neg",  "recip", "exp",  "log",  "sin",     "cos",      "tanh",
+                                "abs",  "sqr",   "sqrt", "gelu", "gelu_erf", "erf",     "relu",
+                                "silu", "ceil",  "floor", "round", "sign",   "sigmoid"};
+  return names[static_cast<size_t>(op)];
+}
+const char* binary_op_name(BinaryOp op) {
+  static const char* names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
+  return names[static_cast<size_t>(op)];
+}
+const char* cmp_op_name(CmpOp op) {
+  static const char* names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  return names[static_cast<size_t>(op)];
+}
+const char* reduce_op_name(ReduceOp op) {
+  static const char* names[] = {"sum", "min", "max", "argmin", "argmax"};
+  return names[static_cast<size_t>(op)];
+}
+
+namespace {
+struct Stats {
+  std::mutex mu;
+  std::map<std::string, size_t> counts;
+};
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+std::shared_ptr<CpuStorage> as_cpu(const StoragePtr& s) { return std::static_pointer_cast<CpuStorage>(s); }
+}  // namespace
+
+std::map<std::string, size_t> backend_stats() {
+  std::lock_guard lock(stats().mu);
+  return stats().counts;
+}
+void reset_backend_stats() {
+  std::lock_guard lock(stats().mu);
+  stats().counts.clear();
+}
+void count_cpu_fallback(const char* op) {
+  std::lock_guard lock(stats().mu);
+  ++stats().counts[op];
+}
+
+StoragePtr BackendStorage::upload(const std::shared_ptr<CpuStorage>& cpu, const char* op) const {
+  count_cpu_fallback(op);
+  return device().from_cpu(*cpu);
+}
+
+StoragePtr BackendStorage::unary(UnaryOp op, const Layout& l) const {
+  return upload(as_cpu(to_cpu()->unary(op, l)), unary_op_name(op));
+}
+StoragePtr BackendStorage::affine(const Layout& l, double mul, double add) const {
+  return upload(as_cpu(to_cpu()->affine(l, mul, add)), "affine");
+}
+StoragePtr BackendStorage::powf(const Layout& l, double e) const {
+  return upload(as_cpu(to_cpu()->powf(l, e)), "powf");
+}
+StoragePtr BackendStorage::elu(const Layout& l, double alpha) const {
+  return upload(as_cpu(to_cpu()->elu(l, alpha)), "elu");
+}
+StoragePtr BackendStorage::binary(BinaryOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                                  const Layout& rhs_l) const {
+  return upload(as_cpu(to_cpu()->binary(op, lhs_l, *rhs.to_cpu(), rhs_l)), binary_op_name(op));
+}
+StoragePtr BackendStorage::cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                               const Layout& rhs_l) const {
+  return upload(as_cpu(to_cpu()->cmp(op, lhs_l, *rhs.to_cpu(), rhs_l)), cmp_op_name(op));
+}
+StoragePtr BackendStorage::where_cond(const Layout& cond_l, const BackendStorage& on_true,
+                                      const Layout& t_l, const BackendStorage& on_false,
+                                      const Layout& f_l) const {
+  return upload(as_cpu(to_cpu()->where_cond(cond_l, *on_true.to_cpu(), t_l, *on_false.to_cpu(), f_l)),
+                "where_cond");
+}
+StoragePtr BackendStorage::reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const {
+  return upload(as_cpu(to_cpu()->reduce(op, l, dims)), reduce_op_name(op));
+}
+StoragePtr BackendStorage::cumsum(const Layout& l, size_t dim) const {
+  return upload(as_cpu(to_cpu()->cumsum(l, dim)), "cumsum");
+}
+StoragePtr BackendStorage::arg_sort_last_dim(const Layout& l, bool ascending) const {
+  return upload(as_cpu(to_cpu()->arg_sort_last_dim(l, ascending)), "arg_sort_last_dim");
+}
+StoragePtr BackendStorage::to_dtype(const Layout& l, DType dtype) const {
+  return upload(as_cpu(to_cpu()->to_dtype(l, dtype)), "to_dtype");
+}
+StoragePtr BackendStorage::matmul(const Layout& lhs_l, const BackendStorage& rhs, const Layout& rhs_l,
+                                  MatmulDims d) const {
+  return upload(as_cpu(to_cpu()->matmul(lhs_l, *rhs.to_cpu(), rhs_l, d)), "matmul");
+}
+StoragePtr BackendStorage::index_select(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                                        size_t dim) const {
+  return upload(as_cpu(to_cpu()->index_select(l, *ids.to_cpu(), ids_l, dim)), "index_select");
+}
+StoragePtr BackendStorage::gather(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                                  size_t dim) const {
+  return upload(as_cpu(to_cpu()->gather(l, *ids.to_cpu(), ids_l, dim)), "gather");
+}
+StoragePtr BackendStorage::index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                                     const BackendStorage& src, const Layout& src_l, size_t dim) const {
+  return upload(as_cpu(to_cpu()->index_add(l, *ids.to_cpu(), ids_l, *src.to_cpu(), src_l, dim)),
+                "index_add");
+}
+
+namespace {
+// Runs an in-place op on a CPU copy of `self`, then copies the result back on the device.
+template <typename Fn>
+void in_place_round_trip(BackendStorage& self, const char* op, Fn&& fn) {
+  auto cpu = self.to_cpu();
+  auto copy = CpuStorage::alloc(cpu->dtype(), cpu->elem_count());
+  std::memcpy(copy->bytes(), cpu->bytes(), copy->nbytes());
+  fn(*copy);
+  count_cpu_fallback(op);
+  StoragePtr back = self.device().from_cpu(*copy);
+  back->copy_strided_src(self, 0, Layout::contiguous(Shape{copy->elem_count()}));
+}
+}  // namespace
+
+void BackendStorage::scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                                 const BackendStorage& src, const Layout& src_l, size_t dim) {
+  in_place_round_trip(*this, "scatter_set", [&](CpuStorage& c) {
+    c.scatter_set(l, *ids.to_cpu(), ids_l, *src.to_cpu(), src_l, dim);
+  });
+}
+void BackendStorage::scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                                     const BackendStorage& src, const Layout& src_l, size_t dim) {
+  in_place_round_trip(*this, "scatter_add_set", [&](CpuStorage& c) {
+    c.scatter_add_set(l, *ids.to_cpu(), ids_l, *src.to_cpu(), src_l, dim);
+  });
+}
+void BackendStorage::copy_strided_src(BackendStorage& dst, size_t dst_offset, const Layout& src_l) const {
+  in_place_round_trip(dst, "copy_strided_src", [&](CpuStorage& c) {
+    to_cpu()->copy_strided_src(c, dst_offset, src_l);
+  });
+}
+void BackendStorage::copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s,
+                            size_t src_o, size_t dst_o) const {
+  in_place_round_trip(dst, "copy2d", [&](CpuStorage& c) {
+    to_cpu()->copy2d(c, d1, d2, src_s, dst_s, src_o, dst_o);
+  });
+}
+void BackendStorage::const_set(const Scalar& v, const Layout& l) {
+  in_place_round_trip(*this, "const_set", [&](CpuStorage& c) { c.const_set(v, l); });
+}
+
+}  // namespace candle

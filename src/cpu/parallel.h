@@ -1,0 +1,53 @@
+// The CPU thread pool (OpenMP's, shared with OpenBLAS) and deterministic parallel loops.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+
+#include "candle/utils.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace candle::cpu {
+
+// Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain` long (but
+// the last). The split depends only on n, grain and the thread count, and each index is
+// handled by exactly one call, so a kernel that computes each output from its inputs in a
+// fixed order gives the same bytes for any thread count. Exceptions propagate to the caller.
+template <typename Fn>
+void parallel_for(size_t n, size_t grain, Fn&& fn) {
+  if (n == 0) return;
+  grain = std::max<size_t>(grain, 1);
+  size_t chunks = std::min(get_num_threads(), (n + grain - 1) / grain);
+#ifdef _OPENMP
+  if (chunks <= 1 || omp_in_parallel()) {
+    fn(size_t{0}, n);
+    return;
+  }
+  std::exception_ptr err;
+#pragma omp parallel num_threads(static_cast<int>(chunks))
+  {
+    size_t t = static_cast<size_t>(omp_get_thread_num());
+    size_t nt = static_cast<size_t>(omp_get_num_threads());
+    size_t b = n * t / nt, e = n * (t + 1) / nt;
+    try {
+      if (b < e) fn(b, e);
+    } catch (...) {
+#pragma omp critical(candle_parallel_for_error)
+      if (!err) err = std::current_exception();
+    }
+  }
+  if (err) std::rethrow_exception(err);
+#else
+  (void)chunks;
+  fn(size_t{0}, n);
+#endif
+}
+
+// Elements below which copies and elementwise kernels stay on one thread.
+inline constexpr size_t kParallelGrain = 32 * 1024;
+
+}  // namespace candle::cpu

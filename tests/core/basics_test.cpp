@@ -1,0 +1,142 @@
+#include <gtest/gtest.h>
+
+#include "candle/candle.h"
+#include "test_util.h"
+
+using namespace candle;
+
+TEST(DType, HalfConversionsRoundTrip) {
+  EXPECT_EQ(f16::from_f32(1.0f), 0x3c00);
+  EXPECT_EQ(f16::from_f32(-2.0f), 0xc000);
+  EXPECT_EQ(f16::from_f32(65504.0f), 0x7bff);
+  EXPECT_EQ(f16::from_f32(65520.0f), 0x7c00);  // rounds to inf
+  EXPECT_EQ(f16::from_f32(5.9604645e-08f), 0x0001);
+  EXPECT_FLOAT_EQ(f16::to_f32(0x3555), 0.33325195f);
+  EXPECT_EQ(bf16::from_f32(1.0f), 0x3f80);
+  EXPECT_EQ(bf16::from_f32(3.140625f), 0x4049);
+  EXPECT_FLOAT_EQ(bf16::to_f32(0x4049), 3.140625f);
+  EXPECT_EQ(f8e4m3::from_f32(448.0f), 0x7e);
+  EXPECT_EQ(f8e4m3::from_f32(1.0f), 0x38);
+  EXPECT_EQ(f8e4m3::from_f32(-0.5f), 0xb0);
+  EXPECT_EQ(f8e4m3::from_f32(0.001953125f), 0x01);  // smallest subnormal
+  EXPECT_EQ(f8e4m3::from_f32(500.0f), 0x7f);        // out of range -> NaN
+  EXPECT_FLOAT_EQ(f8e4m3::to_f32(0x7e), 448.0f);
+  EXPECT_TRUE(std::isnan(f8e4m3::to_f32(0xff)));
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;
+    EXPECT_EQ(f8e4m3::from_f32(f8e4m3::to_f32(static_cast<uint8_t>(b))), b) << b;
+  }
+  for (uint32_t b = 0; b < 0x7c00; ++b) {
+    ASSERT_EQ(f16::from_f32(f16::to_f32(static_cast<uint16_t>(b))), b) << b;
+  }
+}
+
+TEST(DType, Names) {
+  for (DType dt : kAllDTypes) EXPECT_EQ(dtype_from_name(dtype_name(dt)), dt);
+  EXPECT_THROW(dtype_from_name("f128"), Error);
+}
+
+TEST(Tensor, FromVecChecksCount) {
+  auto dev = Device::cpu();
+  Tensor t = Tensor::from_vec(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, dev);
+  EXPECT_EQ(t.shape(), Shape({2, 3}));
+  EXPECT_EQ(t.dtype(), DType::F32);
+  EXPECT_EQ(t.to_vec2<float>(), (std::vector<std::vector<float>>{{1, 2, 3}, {4, 5, 6}}));
+  try {
+    Tensor::from_vec(std::vector<float>{1, 2, 3}, {2, 2}, dev);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::ShapeMismatch);
+    EXPECT_NE(std::string(e.what()).find("[2, 2]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(t.to_vec2<double>(), Error);
+  EXPECT_THROW(t.to_vec1<float>(), Error);
+}
+
+TEST(Tensor, NestedNew) {
+  auto dev = Device::cpu();
+  Tensor t = Tensor::new_({{1.f, 2.f}, {3.f, 4.f}}, dev);
+  EXPECT_EQ(t.shape(), Shape({2, 2}));
+  EXPECT_EQ(Tensor::new_({{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}}, dev).shape(), Shape({2, 2, 2}));
+  EXPECT_EQ(Tensor::new_(3.5, dev).to_scalar<double>(), 3.5);
+  EXPECT_THROW(Tensor::new_({{1.f, 2.f}, {3.f}}, dev), Error);
+}
+
+TEST(Tensor, ZerosOnesFull) {
+  auto dev = Device::cpu();
+  EXPECT_EQ(Tensor::zeros({2, 2}, DType::F32, dev).flatten_to_vec<float>(), std::vector<float>(4, 0.f));
+  EXPECT_EQ(Tensor::ones({3}, DType::U32, dev).to_vec1<uint32_t>(), std::vector<uint32_t>(3, 1));
+  EXPECT_EQ(Tensor::full(int64_t{9007199254740993}, {1}, dev).to_vec1<int64_t>()[0], 9007199254740993);
+  EXPECT_EQ(Tensor::full(2.5f, {2}, dev).dtype(), DType::F32);
+  EXPECT_EQ(Tensor::zeros({0, 3}, DType::F32, dev).elem_count(), 0u);
+}
+
+TEST(Tensor, ToDtypeAllPairs) {
+  auto dev = Device::cpu();
+  Tensor t = Tensor::new_({0.f, 1.f, 2.f, 3.f, 96.f}, dev);
+  for (DType a : kAllDTypes) {
+    for (DType b : kAllDTypes) {
+      Tensor r = t.to_dtype(a).to_dtype(b).to_dtype(DType::F32);
+      EXPECT_EQ(r.to_vec1<float>(), (std::vector<float>{0, 1, 2, 3, 96}))
+          << dtype_name(a) << " -> " << dtype_name(b);
+    }
+  }
+}
+
+TEST(Tensor, StridedCopies) {
+  auto dev = Device::cpu();
+  Tensor t = Tensor::from_vec(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, dev);
+  Tensor tt = test_util::view(t, t.layout().transpose(0, 1));
+  EXPECT_FALSE(tt.is_contiguous());
+  EXPECT_EQ(tt.contiguous().to_vec2<float>(), (std::vector<std::vector<float>>{{1, 4}, {2, 5}, {3, 6}}));
+  EXPECT_EQ(tt.to_vec2<float>(), (std::vector<std::vector<float>>{{1, 4}, {2, 5}, {3, 6}}));
+  Tensor o = test_util::offset_view(t);
+  EXPECT_EQ(o.to_vec2<float>(), t.to_vec2<float>());
+  Tensor b = test_util::view(Tensor::new_({1.f, 2.f}, dev), Layout::contiguous({2}).broadcast_as({3, 2}));
+  EXPECT_EQ(b.flatten_to_vec<float>(), (std::vector<float>{1, 2, 1, 2, 1, 2}));
+}
+
+TEST(Tensor, RandIsSeedable) {
+  auto dev = Device::cpu();
+  dev.set_seed(42);
+  auto a = Tensor::rand(0.f, 1.f, {100}, dev).to_vec1<float>();
+  dev.set_seed(42);
+  auto b = Tensor::rand(0.f, 1.f, {100}, dev).to_vec1<float>();
+  EXPECT_EQ(a, b);
+  for (float v : a) {
+    EXPECT_GE(v, 0.f);
+    EXPECT_LT(v, 1.f);
+  }
+  EXPECT_THROW(Tensor::rand(0.0, 1.0, {2}, DType::U32, dev), Error);
+}
+
+TEST(Device, UnknownAndMissing) {
+  EXPECT_THROW(Device::from_name("tpu"), Error);
+  EXPECT_EQ(Device::from_name("cpu").to_string(), "cpu");
+  try {
+    Device::cuda(0);
+    GTEST_SKIP() << "a cuda backend is present";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device);
+    EXPECT_NE(std::string(e.what()).find("libcandle_cuda.so"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(Device::cuda_if_available(0).is_cpu() || Device::cuda_if_available(0).is_cuda());
+}
+
+TEST(Var, SetWritesInPlace) {
+  auto dev = Device::cpu();
+  Var v = Var::zeros({2}, DType::F32, dev);
+  EXPECT_TRUE(v.as_tensor().is_variable());
+  Tensor before = v.as_tensor();
+  v.set(Tensor::new_({1.f, 2.f}, dev));
+  EXPECT_EQ(before.to_vec1<float>(), (std::vector<float>{1, 2}));
+  EXPECT_THROW(v.set(Tensor::new_({1.0, 2.0}, dev)), Error);
+  EXPECT_THROW(v.set(Tensor::new_({1.f, 2.f, 3.f}, dev)), Error);
+}
+
+TEST(Error, ContextChain) {
+  Error e(ErrorKind::Parse, "bad header");
+  Error e2 = e.with_context("loading model.safetensors");
+  EXPECT_STREQ(e2.what(), "loading model.safetensors: bad header");
+  EXPECT_EQ(e2.kind(), ErrorKind::Parse);
+}

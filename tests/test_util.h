@@ -1,0 +1,54 @@
+// Helpers shared by the test suites: strided views built without the shape ops, and
+// element-wise comparisons with a stated tolerance.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "candle/candle.h"
+
+namespace candle::test_util {
+
+// A tensor sharing t's storage with another layout (no checks beyond the storage size).
+inline Tensor view(const Tensor& t, const Layout& l) {
+  return Tensor::from_storage(t.storage(), l, t.dtype(), t.device());
+}
+
+// The same values as `t` (contiguous, rank 2) but stored transposed: a non-contiguous view.
+inline Tensor transposed_copy_view(const Tensor& t) {
+  // store t^T contiguously, then view it transposed back
+  auto dims = t.dims();
+  std::vector<float> src = t.to_dtype(DType::F32).flatten_to_vec<float>();
+  std::vector<float> tt(src.size());
+  for (size_t i = 0; i < dims[0]; ++i)
+    for (size_t j = 0; j < dims[1]; ++j) tt[j * dims[0] + i] = src[i * dims[1] + j];
+  Tensor stored = Tensor::from_vec(tt, {dims[1], dims[0]}, t.device()).to_dtype(t.dtype());
+  return view(stored, stored.layout().transpose(0, 1));
+}
+
+// The same values as `t` (contiguous) placed at an offset inside a larger storage,
+// viewed through a narrow of the first dim: exercises non-zero start offsets.
+inline Tensor offset_view(const Tensor& t, size_t pad_rows = 2) {
+  auto dims = t.dims();
+  std::vector<size_t> big = dims;
+  big[0] += 2 * pad_rows;
+  Tensor storage = Tensor::zeros(Shape(big), t.dtype(), t.device());
+  size_t row = t.elem_count() / (dims[0] ? dims[0] : 1);
+  t.storage()->copy_strided_src(*storage.storage(), pad_rows * row, t.layout());
+  return view(storage, storage.layout().narrow(0, pad_rows, dims[0]));
+}
+
+inline void expect_near_vec(const std::vector<float>& got, const std::vector<float>& want, float tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
+    }
+  }
+}
+
+}  // namespace candle::test_util
