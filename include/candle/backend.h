@@ -48,6 +48,8 @@ class Scalar {
   Scalar(uint8_t v) : is_int_(true), f_(v), i_(v), natural_(DType::U8) {}    // NOLINT
   Scalar(f16 v) : Scalar(static_cast<float>(v)) { natural_ = DType::F16; }   // NOLINT
   Scalar(bf16 v) : Scalar(static_cast<float>(v)) { natural_ = DType::BF16; }  // NOLINT
+  Scalar(f8e4m3 v) : Scalar(static_cast<float>(v)) { natural_ = DType::F8E4M3; }  // NOLINT
+  Scalar(uint64_t v) : is_int_(true), f_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), natural_(DType::I64) {}  // NOLINT
   // The value as element type T (integers exact, floats rounded once).
   template <typename T>
   T as() const {

@@ -21,7 +21,7 @@ struct PrintOptions {
 PrintOptions print_options();
 void set_print_options(const PrintOptions& options);
 void set_print_options_default();
-// candle's presets: "short" (precision 2, threshold 21, edge items 2) and "full" (no summary).
+// candle's presets: "short" (precision 2, edge items 2) and "full" (no summary).
 void set_print_options_short();
 void set_print_options_full();
 

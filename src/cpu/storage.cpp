@@ -5,6 +5,7 @@
 
 #include "candle/backend.h"
 #include "cpu/strided.h"
+#include "cpu/transpose_copy.h"
 
 namespace candle {
 
@@ -64,6 +65,7 @@ void CpuStorage::copy_strided_src(BackendStorage& dst_base, size_t dst_offset, c
   if (dst_offset + src_l.elem_count() > dst->elem_count() || src_l.max_offset_exclusive() > n_) {
     throw Error(ErrorKind::Internal, "copy_strided_src: out of bounds");
   }
+  if (cpu::try_transpose_copy(*this, src_l, *dst, dst_offset)) return;
   size_t es = dtype_size(dtype_);
   std::byte* d = dst->bytes() + dst_offset * es;
   switch (es) {
