@@ -1,81 +1,233 @@
-// PLACEHOLDER: replaced by the family implementation.
-#include "candle/candle.h"
-#include <ostream>
+// Elementwise op family: unary ops, affine/elu/powf, clamp, round_to, binary ops and their
+// broadcast_ forms, comparisons, where_cond and the arithmetic operators.
+#include <cmath>
 #include <string>
+
+#include "candle/tensor.h"
+#include "ops/op_util.h"
+
 namespace candle {
-Tensor Tensor::recip() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::neg() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::exp() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::log() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sin() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::cos() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::tanh() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::abs() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sqr() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sqrt() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::gelu() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::gelu_erf() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::erf() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::relu() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::silu() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sigmoid() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::ceil() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::floor() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::round() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sign() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::affine(double, double) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::elu(double) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::powf(double) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::clamp(const Scalar&, const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::clamp(const Tensor&, const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::round_to(int32_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::add(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sub(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::mul(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::div(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::maximum(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::minimum(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::pow(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_add(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_sub(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_mul(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_div(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_maximum(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_minimum(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_pow(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::eq(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::ne(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::lt(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::le(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::gt(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::ge(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_eq(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_ne(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_lt(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_le(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_gt(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::broadcast_ge(const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::maximum(const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::minimum(const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::eq(const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::ne(const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::lt(const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::le(const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::gt(const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::ge(const Scalar&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::cmp(CmpOp, const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::where_cond(const Tensor&, const Tensor&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator+(const Tensor&, const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator-(const Tensor&, const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator*(const Tensor&, const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator/(const Tensor&, const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator+(const Tensor&, double) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator-(const Tensor&, double) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator*(const Tensor&, double) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator/(const Tensor&, double) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator+(double, const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator-(double, const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator*(double, const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator/(double, const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor operator-(const Tensor&) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
+namespace {
+
+constexpr bool unary_int_ok(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg:
+    case UnaryOp::Abs:
+    case UnaryOp::Sqr:
+    case UnaryOp::Relu:
+    case UnaryOp::Sign:
+    case UnaryOp::Ceil:
+    case UnaryOp::Floor:
+    case UnaryOp::Round:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Tensor unary(const Tensor& t, UnaryOp op) {
+  if (!unary_int_ok(op)) ops::check_float(t, unary_op_name(op));
+  return ops::make_result(t.storage()->unary(op, t.layout()), t.shape(), t.dtype(), t.device());
+}
+
+void check_pair(const Tensor& a, const Tensor& b, const char* op) {
+  ops::check_same_device(a, b, op);
+  ops::check_same_dtype(a, b, op);
+}
+
+Tensor binary_same_shape(const Tensor& a, const Tensor& b, BinaryOp op) {
+  const char* name = binary_op_name(op);
+  check_pair(a, b, name);
+  ops::check_same_shape(a, b, name);
+  if (op == BinaryOp::Pow) ops::check_float(a, name);
+  return ops::make_result(a.storage()->binary(op, a.layout(), *b.storage(), b.layout()), a.shape(), a.dtype(),
+                          a.device());
+}
+
+Tensor binary_broadcast(const Tensor& a, const Tensor& b, BinaryOp op) {
+  std::string name = std::string("broadcast_") + binary_op_name(op);
+  check_pair(a, b, name.c_str());
+  if (op == BinaryOp::Pow) ops::check_float(a, name.c_str());
+  Shape shape = a.shape().broadcast_shape_binary_op(b.shape(), name.c_str());
+  Layout al = a.layout().broadcast_as(shape);
+  Layout bl = b.layout().broadcast_as(shape);
+  return ops::make_result(a.storage()->binary(op, al, *b.storage(), bl), shape, a.dtype(), a.device());
+}
+
+Tensor cmp_layouts(const Tensor& a, const Layout& al, const Tensor& b, const Layout& bl, CmpOp op) {
+  return ops::make_result(a.storage()->cmp(op, al, *b.storage(), bl), al.shape(), DType::U8, a.device());
+}
+
+Tensor cmp_broadcast(const Tensor& a, const Tensor& b, CmpOp op) {
+  std::string name = std::string("broadcast_") + cmp_op_name(op);
+  check_pair(a, b, name.c_str());
+  Shape shape = a.shape().broadcast_shape_binary_op(b.shape(), name.c_str());
+  return cmp_layouts(a, a.layout().broadcast_as(shape), b, b.layout().broadcast_as(shape), op);
+}
+
+// A one-element tensor holding `s` in t's dtype, viewed with t's shape (all strides 0).
+Tensor scalar_as(const Tensor& t, const Scalar& s) {
+  Tensor one = Tensor::full(s, Shape{}, t.dtype(), t.device());
+  return Tensor::from_storage(one.storage(), Layout::contiguous(Shape{}).broadcast_as(t.shape()), t.dtype(),
+                              t.device());
+}
+
+Tensor cmp_scalar(const Tensor& a, const Scalar& s, CmpOp op) {
+  Tensor b = scalar_as(a, s);
+  return cmp_layouts(a, a.layout(), b, b.layout(), op);
+}
+
+Tensor binary_scalar(const Tensor& a, const Scalar& s, BinaryOp op) {
+  Tensor b = scalar_as(a, s);
+  return ops::make_result(a.storage()->binary(op, a.layout(), *b.storage(), b.layout()), a.shape(), a.dtype(),
+                          a.device());
+}
+
+}  // namespace
+
+// ---- unary ------------------------------------------------------------------------------------
+Tensor Tensor::recip() const { return unary(*this, UnaryOp::Recip); }
+Tensor Tensor::neg() const { return unary(*this, UnaryOp::Neg); }
+Tensor Tensor::exp() const { return unary(*this, UnaryOp::Exp); }
+Tensor Tensor::log() const { return unary(*this, UnaryOp::Log); }
+Tensor Tensor::sin() const { return unary(*this, UnaryOp::Sin); }
+Tensor Tensor::cos() const { return unary(*this, UnaryOp::Cos); }
+Tensor Tensor::tanh() const { return unary(*this, UnaryOp::Tanh); }
+Tensor Tensor::abs() const { return unary(*this, UnaryOp::Abs); }
+Tensor Tensor::sqr() const { return unary(*this, UnaryOp::Sqr); }
+Tensor Tensor::sqrt() const { return unary(*this, UnaryOp::Sqrt); }
+Tensor Tensor::gelu() const { return unary(*this, UnaryOp::Gelu); }
+Tensor Tensor::gelu_erf() const { return unary(*this, UnaryOp::GeluErf); }
+Tensor Tensor::erf() const { return unary(*this, UnaryOp::Erf); }
+Tensor Tensor::relu() const { return unary(*this, UnaryOp::Relu); }
+Tensor Tensor::silu() const { return unary(*this, UnaryOp::Silu); }
+Tensor Tensor::sigmoid() const { return unary(*this, UnaryOp::Sigmoid); }
+Tensor Tensor::ceil() const { return unary(*this, UnaryOp::Ceil); }
+Tensor Tensor::floor() const { return unary(*this, UnaryOp::Floor); }
+Tensor Tensor::round() const { return unary(*this, UnaryOp::Round); }
+Tensor Tensor::sign() const { return unary(*this, UnaryOp::Sign); }
+
+Tensor Tensor::affine(double mul, double add) const {
+  return ops::make_result(storage()->affine(layout(), mul, add), shape(), dtype(), device());
+}
+
+Tensor Tensor::elu(double alpha) const {
+  ops::check_float(*this, "elu");
+  return ops::make_result(storage()->elu(layout(), alpha), shape(), dtype(), device());
+}
+
+Tensor Tensor::powf(double e) const {
+  ops::check_float(*this, "powf");
+  return ops::make_result(storage()->powf(layout(), e), shape(), dtype(), device());
+}
+
+Tensor Tensor::clamp(const Scalar& min, const Scalar& max) const { return maximum(min).minimum(max); }
+
+Tensor Tensor::clamp(const Tensor& min, const Tensor& max) const {
+  return broadcast_maximum(min).broadcast_minimum(max);
+}
+
+Tensor Tensor::round_to(int32_t decimals) const {
+  if (dtype_is_int(dtype())) {
+    if (decimals >= 0) return *this;
+    // candle scales by 10^d converted to the integer type (0 for d < 0), zeroing everything;
+    // we round through f64 (exact below 2^53).
+    return to_dtype(DType::F64).round_to(decimals).to_dtype(dtype());
+  }
+  // (x * 10^d).round() / 10^d, with a true division (candle multiplies by 1 / 10^d, which
+  // can miss the nearest float) and the d < 0 scale applied as a division by 10^-d.
+  if (decimals >= 0) {
+    double m = std::pow(10.0, decimals);
+    return affine(m, 0.0).round().broadcast_div(scalar_as(*this, Scalar(m)));
+  }
+  double m = std::pow(10.0, -decimals);
+  return broadcast_div(scalar_as(*this, Scalar(m))).round().affine(m, 0.0);
+}
+
+// ---- binary -----------------------------------------------------------------------------------
+Tensor Tensor::add(const Tensor& rhs) const { return binary_same_shape(*this, rhs, BinaryOp::Add); }
+Tensor Tensor::sub(const Tensor& rhs) const { return binary_same_shape(*this, rhs, BinaryOp::Sub); }
+Tensor Tensor::mul(const Tensor& rhs) const { return binary_same_shape(*this, rhs, BinaryOp::Mul); }
+Tensor Tensor::div(const Tensor& rhs) const { return binary_same_shape(*this, rhs, BinaryOp::Div); }
+Tensor Tensor::maximum(const Tensor& rhs) const { return binary_same_shape(*this, rhs, BinaryOp::Maximum); }
+Tensor Tensor::minimum(const Tensor& rhs) const { return binary_same_shape(*this, rhs, BinaryOp::Minimum); }
+Tensor Tensor::pow(const Tensor& rhs) const { return binary_same_shape(*this, rhs, BinaryOp::Pow); }
+Tensor Tensor::broadcast_add(const Tensor& rhs) const { return binary_broadcast(*this, rhs, BinaryOp::Add); }
+Tensor Tensor::broadcast_sub(const Tensor& rhs) const { return binary_broadcast(*this, rhs, BinaryOp::Sub); }
+Tensor Tensor::broadcast_mul(const Tensor& rhs) const { return binary_broadcast(*this, rhs, BinaryOp::Mul); }
+Tensor Tensor::broadcast_div(const Tensor& rhs) const { return binary_broadcast(*this, rhs, BinaryOp::Div); }
+Tensor Tensor::broadcast_maximum(const Tensor& rhs) const {
+  return binary_broadcast(*this, rhs, BinaryOp::Maximum);
+}
+Tensor Tensor::broadcast_minimum(const Tensor& rhs) const {
+  return binary_broadcast(*this, rhs, BinaryOp::Minimum);
+}
+Tensor Tensor::broadcast_pow(const Tensor& rhs) const { return binary_broadcast(*this, rhs, BinaryOp::Pow); }
+Tensor Tensor::maximum(const Scalar& rhs) const { return binary_scalar(*this, rhs, BinaryOp::Maximum); }
+Tensor Tensor::minimum(const Scalar& rhs) const { return binary_scalar(*this, rhs, BinaryOp::Minimum); }
+
+// ---- comparisons ------------------------------------------------------------------------------
+Tensor Tensor::cmp(CmpOp op, const Tensor& rhs) const {
+  const char* name = cmp_op_name(op);
+  check_pair(*this, rhs, name);
+  ops::check_same_shape(*this, rhs, name);
+  return cmp_layouts(*this, layout(), rhs, rhs.layout(), op);
+}
+Tensor Tensor::eq(const Tensor& rhs) const { return cmp(CmpOp::Eq, rhs); }
+Tensor Tensor::ne(const Tensor& rhs) const { return cmp(CmpOp::Ne, rhs); }
+Tensor Tensor::lt(const Tensor& rhs) const { return cmp(CmpOp::Lt, rhs); }
+Tensor Tensor::le(const Tensor& rhs) const { return cmp(CmpOp::Le, rhs); }
+Tensor Tensor::gt(const Tensor& rhs) const { return cmp(CmpOp::Gt, rhs); }
+Tensor Tensor::ge(const Tensor& rhs) const { return cmp(CmpOp::Ge, rhs); }
+Tensor Tensor::eq(const Scalar& rhs) const { return cmp_scalar(*this, rhs, CmpOp::Eq); }
+Tensor Tensor::ne(const Scalar& rhs) const { return cmp_scalar(*this, rhs, CmpOp::Ne); }
+Tensor Tensor::lt(const Scalar& rhs) const { return cmp_scalar(*this, rhs, CmpOp::Lt); }
+Tensor Tensor::le(const Scalar& rhs) const { return cmp_scalar(*this, rhs, CmpOp::Le); }
+Tensor Tensor::gt(const Scalar& rhs) const { return cmp_scalar(*this, rhs, CmpOp::Gt); }
+Tensor Tensor::ge(const Scalar& rhs) const { return cmp_scalar(*this, rhs, CmpOp::Ge); }
+Tensor Tensor::broadcast_eq(const Tensor& rhs) const { return cmp_broadcast(*this, rhs, CmpOp::Eq); }
+Tensor Tensor::broadcast_ne(const Tensor& rhs) const { return cmp_broadcast(*this, rhs, CmpOp::Ne); }
+Tensor Tensor::broadcast_lt(const Tensor& rhs) const { return cmp_broadcast(*this, rhs, CmpOp::Lt); }
+Tensor Tensor::broadcast_le(const Tensor& rhs) const { return cmp_broadcast(*this, rhs, CmpOp::Le); }
+Tensor Tensor::broadcast_gt(const Tensor& rhs) const { return cmp_broadcast(*this, rhs, CmpOp::Gt); }
+Tensor Tensor::broadcast_ge(const Tensor& rhs) const { return cmp_broadcast(*this, rhs, CmpOp::Ge); }
+
+// candle needs three equal shapes; here the three operands broadcast to their common shape
+// (a [1, T] mask with [B, T] values, a scalar fill, ...).
+Tensor Tensor::where_cond(const Tensor& on_true, const Tensor& on_false) const {
+  const char* name = "where_cond";
+  if (!dtype_is_int(dtype())) {
+    throw Error(ErrorKind::DTypeMismatch,
+                "unexpected dtype in where_cond: the condition must be an integer dtype, got " +
+                    std::string(dtype_name(dtype())));
+  }
+  ops::check_same_device(*this, on_true, name);
+  ops::check_same_device(*this, on_false, name);
+  ops::check_same_dtype(on_true, on_false, name);
+  Shape shape = this->shape();
+  if (on_true.shape() != shape || on_false.shape() != shape) {
+    shape = shape.broadcast_shape_binary_op(on_true.shape(), name).broadcast_shape_binary_op(on_false.shape(), name);
+  }
+  Layout cl = layout().broadcast_as(shape);
+  Layout tl = on_true.layout().broadcast_as(shape);
+  Layout fl = on_false.layout().broadcast_as(shape);
+  return ops::make_result(storage()->where_cond(cl, *on_true.storage(), tl, *on_false.storage(), fl), shape,
+                          on_true.dtype(), device());
+}
+
+// ---- operators --------------------------------------------------------------------------------
+Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return a.mul(b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return a.div(b); }
+Tensor operator+(const Tensor& a, double b) { return a.affine(1.0, b); }
+Tensor operator-(const Tensor& a, double b) { return a.affine(1.0, -b); }
+Tensor operator*(const Tensor& a, double b) { return a.affine(b, 0.0); }
+Tensor operator/(const Tensor& a, double b) { return a.affine(1.0 / b, 0.0); }
+Tensor operator+(double a, const Tensor& b) { return b.affine(1.0, a); }
+Tensor operator-(double a, const Tensor& b) { return b.affine(-1.0, a); }
+Tensor operator*(double a, const Tensor& b) { return b.affine(a, 0.0); }
+Tensor operator/(double a, const Tensor& b) { return b.recip().affine(a, 0.0); }
+Tensor operator-(const Tensor& a) { return a.neg(); }
+
 }  // namespace candle
