@@ -1,0 +1,55 @@
+// matmul throughput: square f32 / f16 / bf16 products through Tensor::matmul, and the
+// built-in GEMM directly. Threads: CANDLE_NUM_THREADS (else every core).
+//   CANDLE_NUM_THREADS=2 ./matmul_bench
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "../src/cpu/gemm.h"
+#include "candle/candle.h"
+
+namespace {
+
+using candle::DType;
+using candle::Tensor;
+
+void set_flops(benchmark::State& state, double n) {
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(candle::blas_name()));
+}
+
+void BM_matmul(benchmark::State& state, DType dt) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const auto dev = candle::Device::cpu();
+  Tensor a = Tensor::rand(-1.0, 1.0, {n, n}, dt, dev);
+  Tensor b = Tensor::rand(-1.0, 1.0, {n, n}, dt, dev);
+  for (auto _ : state) {
+    Tensor c = a.matmul(b);
+    benchmark::DoNotOptimize(c.storage().get());
+  }
+  set_flops(state, double(n));
+}
+
+void BM_gemm_builtin_f32(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  for (auto _ : state) {
+    candle::cpu::gemm_builtin(n, n, n, {a.data(), n, 1}, {b.data(), n, 1}, c.data(), n, false);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, double(n));
+  state.SetLabel(std::string("builtin ") + candle::cpu::gemm_builtin_kernel_name());
+}
+
+BENCHMARK_CAPTURE(BM_matmul, f32, DType::F32)
+    ->Arg(1024)->Arg(2048)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_matmul, f16, DType::F16)
+    ->Arg(1024)->Arg(2048)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_matmul, bf16, DType::BF16)
+    ->Arg(1024)->Arg(2048)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_gemm_builtin_f32)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
