@@ -1,33 +1,191 @@
-// PLACEHOLDER: replaced by the family implementation.
-#include "candle/candle.h"
-#include <ostream>
+// Reductions, cumsum and sorting: dims and shape rules, then dispatch to the backend.
+//
+// sum/max/min/argmax/argmin/cumsum/arg_sort are BackendStorage ops. mean, var, norm,
+// log_sum_exp and the value gather of sort_last_dim are single-pass CPU kernels
+// (src/cpu/reduce_kernels.h); on another device they round-trip through the CPU and are
+// counted in backend_stats().
+#include <numeric>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "candle/tensor.h"
+#include "cpu/reduce_kernels.h"
+#include "ops/op_util.h"
+
 namespace candle {
-Tensor Tensor::sum_keepdim(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sum(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::mean_keepdim(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::mean(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::max_keepdim(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::max(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::min_keepdim(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::min(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::argmax_keepdim(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::argmax(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::argmin_keepdim(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::argmin(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::var_keepdim(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::var(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::cumsum(int64_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sum_keepdim(const std::vector<int64_t>&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sum(const std::vector<int64_t>&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::mean_keepdim(const std::vector<int64_t>&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::mean(const std::vector<int64_t>&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::log_sum_exp(const std::vector<int64_t>&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::sum_all() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::mean_all() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::max_all() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::min_all() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::norm() const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-std::pair<Tensor, Tensor> Tensor::sort_last_dim(bool) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::arg_sort_last_dim(bool) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
+namespace {
+
+// The input shape with `dims` (sorted) set to 1, or removed when !keepdim.
+Shape reduced_shape(const Shape& s, const std::vector<size_t>& dims, bool keepdim) {
+  std::vector<size_t> out;
+  size_t j = 0;
+  for (size_t i = 0; i < s.rank(); ++i) {
+    const bool reduced = j < dims.size() && dims[j] == i;
+    if (reduced) ++j;
+    if (!reduced)
+      out.push_back(s[i]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return Shape(std::move(out));
+}
+
+std::vector<size_t> all_dims(const Tensor& t) {
+  std::vector<size_t> d(t.rank());
+  std::iota(d.begin(), d.end(), size_t{0});
+  return d;
+}
+
+// max/min/argmax/argmin have no value over an empty dim (as PyTorch, an error even when
+// the output itself is empty).
+void check_not_empty(const Tensor& t, const std::vector<size_t>& dims, const char* op) {
+  for (size_t d : dims) {
+    if (t.dims()[d] == 0) {
+      throw Error(ErrorKind::InvalidArgument, std::string("cannot apply ") + op +
+                                                  " over an empty dim, dim: " + std::to_string(d) +
+                                                  ", shape: " + t.shape().to_string());
+    }
+  }
+}
+
+Tensor reduce_impl(const Tensor& t, ReduceOp op, const std::vector<size_t>& dims, bool keepdim,
+                   const char* name) {
+  if (op != ReduceOp::Sum) check_not_empty(t, dims, name);
+  const bool is_arg = op == ReduceOp::ArgMin || op == ReduceOp::ArgMax;
+  StoragePtr s = t.storage()->reduce(op, t.layout(), dims);
+  return ops::make_result(std::move(s), reduced_shape(t.shape(), dims, keepdim),
+                          is_arg ? DType::U32 : t.dtype(), t.device());
+}
+
+// Runs a CPU kernel on t's storage and puts the result on t's device.
+template <typename Fn>
+Tensor via_cpu(const Tensor& t, const Shape& out_shape, DType out_dtype, const char* name, Fn&& fn) {
+  std::shared_ptr<CpuStorage> cpu = t.storage()->to_cpu();
+  std::shared_ptr<CpuStorage> r = fn(*cpu, t.layout());
+  StoragePtr s;
+  if (t.device().is_cpu()) {
+    s = std::move(r);
+  } else {
+    count_cpu_fallback(name);
+    s = t.device().backend().from_cpu(*r);
+  }
+  return ops::make_result(std::move(s), out_shape, out_dtype, t.device());
+}
+
+Tensor mean_impl(const Tensor& t, const std::vector<size_t>& dims, bool keepdim) {
+  return via_cpu(t, reduced_shape(t.shape(), dims, keepdim), t.dtype(), "mean",
+                 [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_mean(s, l, dims); });
+}
+
+Tensor var_impl(const Tensor& t, int64_t dim, bool keepdim) {
+  size_t d = t.shape().resolve_dim(dim, "var");
+  ops::check_float(t, "var");
+  return via_cpu(t, reduced_shape(t.shape(), {d}, keepdim), t.dtype(), "var",
+                 [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_var(s, l, d); });
+}
+
+size_t one_dim(const Tensor& t, int64_t dim, const char* op) { return t.shape().resolve_dim(dim, op); }
+
+}  // namespace
+
+Tensor Tensor::sum_keepdim(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::Sum, {one_dim(*this, dim, "sum")}, true, "sum");
+}
+Tensor Tensor::sum(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::Sum, {one_dim(*this, dim, "sum")}, false, "sum");
+}
+Tensor Tensor::sum_keepdim(const std::vector<int64_t>& dims) const {
+  return reduce_impl(*this, ReduceOp::Sum, ops::resolve_dims(shape(), dims, "sum"), true, "sum");
+}
+Tensor Tensor::sum(const std::vector<int64_t>& dims) const {
+  return reduce_impl(*this, ReduceOp::Sum, ops::resolve_dims(shape(), dims, "sum"), false, "sum");
+}
+
+Tensor Tensor::mean_keepdim(int64_t dim) const {
+  return mean_impl(*this, {one_dim(*this, dim, "mean")}, true);
+}
+Tensor Tensor::mean(int64_t dim) const { return mean_impl(*this, {one_dim(*this, dim, "mean")}, false); }
+Tensor Tensor::mean_keepdim(const std::vector<int64_t>& dims) const {
+  return mean_impl(*this, ops::resolve_dims(shape(), dims, "mean"), true);
+}
+Tensor Tensor::mean(const std::vector<int64_t>& dims) const {
+  return mean_impl(*this, ops::resolve_dims(shape(), dims, "mean"), false);
+}
+
+Tensor Tensor::max_keepdim(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::Max, {one_dim(*this, dim, "max")}, true, "max");
+}
+Tensor Tensor::max(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::Max, {one_dim(*this, dim, "max")}, false, "max");
+}
+Tensor Tensor::min_keepdim(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::Min, {one_dim(*this, dim, "min")}, true, "min");
+}
+Tensor Tensor::min(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::Min, {one_dim(*this, dim, "min")}, false, "min");
+}
+Tensor Tensor::argmax_keepdim(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::ArgMax, {one_dim(*this, dim, "argmax")}, true, "argmax");
+}
+Tensor Tensor::argmax(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::ArgMax, {one_dim(*this, dim, "argmax")}, false, "argmax");
+}
+Tensor Tensor::argmin_keepdim(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::ArgMin, {one_dim(*this, dim, "argmin")}, true, "argmin");
+}
+Tensor Tensor::argmin(int64_t dim) const {
+  return reduce_impl(*this, ReduceOp::ArgMin, {one_dim(*this, dim, "argmin")}, false, "argmin");
+}
+
+Tensor Tensor::var_keepdim(int64_t dim) const { return var_impl(*this, dim, true); }
+Tensor Tensor::var(int64_t dim) const { return var_impl(*this, dim, false); }
+
+Tensor Tensor::sum_all() const {
+  return reduce_impl(*this, ReduceOp::Sum, all_dims(*this), false, "sum_all");
+}
+Tensor Tensor::mean_all() const { return mean_impl(*this, all_dims(*this), false); }
+Tensor Tensor::max_all() const {
+  return reduce_impl(*this, ReduceOp::Max, all_dims(*this), false, "max_all");
+}
+Tensor Tensor::min_all() const {
+  return reduce_impl(*this, ReduceOp::Min, all_dims(*this), false, "min_all");
+}
+
+// candle's log_sum_exp: max-shifted, the reduced dims removed; no dims gives self back.
+// Over an empty dim it gives -inf (log of an empty sum, as PyTorch) where candle errors.
+Tensor Tensor::log_sum_exp(const std::vector<int64_t>& dims) const {
+  std::vector<size_t> d = ops::resolve_dims(shape(), dims, "log_sum_exp");
+  ops::check_float(*this, "log_sum_exp");
+  if (d.empty()) return *this;
+  return via_cpu(*this, reduced_shape(shape(), d, false), dtype(), "log_sum_exp",
+                 [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_log_sum_exp(s, l, d); });
+}
+
+Tensor Tensor::cumsum(int64_t dim) const {
+  size_t d = shape().resolve_dim(dim, "cumsum");
+  return ops::make_result(storage()->cumsum(layout(), d), shape(), dtype(), device());
+}
+
+Tensor Tensor::norm() const {
+  ops::check_float(*this, "norm");
+  return via_cpu(*this, Shape{}, dtype(), "norm",
+                 [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_norm(s, l); });
+}
+
+Tensor Tensor::arg_sort_last_dim(bool ascending) const {
+  shape().resolve_dim(-1, "arg_sort_last_dim");
+  return ops::make_result(storage()->arg_sort_last_dim(layout(), ascending), shape(), DType::U32, device());
+}
+
+std::pair<Tensor, Tensor> Tensor::sort_last_dim(bool ascending) const {
+  shape().resolve_dim(-1, "sort_last_dim");
+  Tensor ids = arg_sort_last_dim(ascending);
+  std::shared_ptr<CpuStorage> ids_cpu = ids.storage()->to_cpu();
+  Tensor values =
+      via_cpu(*this, shape(), dtype(), "sort_last_dim",
+              [&](const CpuStorage& s, const Layout& l) { return cpu::gather_last_dim(s, l, *ids_cpu); });
+  return {values, ids};
+}
+
 }  // namespace candle
