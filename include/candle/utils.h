@@ -11,6 +11,12 @@ size_t get_num_threads();
 // every CPU kernel partitions its work so that its bytes are identical for any count.
 void set_num_threads(size_t n);
 
+// Large CPU buffers (>= 1 MiB) are cached after release for reuse, up to
+// CANDLE_CPU_CACHE_LIMIT_MB (default 1024; 0 disables the cache).
+size_t cpu_cache_bytes();
+// Returns the cached blocks to the system.
+void empty_cpu_cache();
+
 bool has_avx2();
 bool has_avx512f();
 // "openblas" or "builtin": the GEMM used for f32/f64 matmul.

@@ -4,20 +4,16 @@
 #include <new>
 
 #include "candle/backend.h"
+#include "cpu/host_alloc.h"
 #include "cpu/strided.h"
 #include "cpu/transpose_copy.h"
 
 namespace candle {
 
 std::shared_ptr<CpuStorage> CpuStorage::alloc(DType dtype, size_t n) {
-  size_t bytes = n * dtype_size(dtype);
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-  if (rounded && !p) {
-    throw Error(ErrorKind::Device, "cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
-  }
-  std::shared_ptr<void> owner(p, [](void* q) { std::free(q); });
-  return std::make_shared<CpuStorage>(dtype, n, static_cast<std::byte*>(p), std::move(owner));
+  std::shared_ptr<void> owner = cpu::host_alloc(n * dtype_size(dtype));
+  auto* p = static_cast<std::byte*>(owner.get());
+  return std::make_shared<CpuStorage>(dtype, n, p, std::move(owner));
 }
 
 std::shared_ptr<CpuStorage> CpuStorage::zeros(DType dtype, size_t n) {

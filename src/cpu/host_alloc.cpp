@@ -1,0 +1,125 @@
+#include "cpu/host_alloc.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "candle/error.h"
+#include "candle/utils.h"
+
+namespace candle {
+namespace {
+
+constexpr size_t kSmall = 1 << 20;     // below: plain aligned_alloc, no cache
+constexpr size_t kHuge = 2 << 20;      // large blocks are aligned to huge pages
+
+// Rounds a large size up to a size class (at most 1/8 above the request), so that tensors of
+// nearly the same size share cached blocks.
+size_t size_class(size_t bytes) {
+  size_t p = 1;
+  while (p < bytes) p <<= 1;
+  size_t step = std::max<size_t>(p / 16, kHuge);
+  return (bytes + step - 1) / step * step;
+}
+
+size_t default_limit() {
+#if defined(__SANITIZE_ADDRESS__)
+  return 0;  // let AddressSanitizer see every use after free
+#else
+  if (const char* env = std::getenv("CANDLE_CPU_CACHE_LIMIT_MB")) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v >= 0) return static_cast<size_t>(v) << 20;
+  }
+  return size_t{1024} << 20;
+#endif
+}
+
+class BlockCache {
+ public:
+  void* take(size_t cls) {
+    std::lock_guard lock(mu_);
+    auto it = free_.find(cls);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= cls;
+    return p;
+  }
+  void give(void* p, size_t cls) {
+    {
+      std::lock_guard lock(mu_);
+      if (cached_ + cls <= limit_) {
+        free_[cls].push_back(p);
+        cached_ += cls;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  size_t cached_bytes() {
+    std::lock_guard lock(mu_);
+    return cached_;
+  }
+  void clear() {
+    std::lock_guard lock(mu_);
+    for (auto& [cls, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+  size_t limit_ = default_limit();
+};
+
+// Never destroyed: storages released during static destruction still find it.
+BlockCache& cache() {
+  static BlockCache* c = new BlockCache();
+  return *c;
+}
+
+[[noreturn]] void out_of_memory(size_t bytes) {
+  throw Error(ErrorKind::Device, "cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+}
+
+}  // namespace
+
+namespace cpu {
+
+std::shared_ptr<void> host_alloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (bytes < kSmall) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) out_of_memory(bytes);
+    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+  size_t cls = size_class(bytes);
+  void* p = cache().take(cls);
+  if (!p) {
+    p = std::aligned_alloc(kHuge, cls);
+    if (!p) {
+      cache().clear();
+      p = std::aligned_alloc(kHuge, cls);
+      if (!p) out_of_memory(bytes);
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(p, cls, MADV_HUGEPAGE);
+#endif
+  }
+  return std::shared_ptr<void>(p, [cls](void* q) { cache().give(q, cls); });
+}
+
+}  // namespace cpu
+
+size_t cpu_cache_bytes() { return cache().cached_bytes(); }
+void empty_cpu_cache() { cache().clear(); }
+
+}  // namespace candle
