@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# On the GPU machine (see ../shared/device/README.md): build, test, and the 1 -> 16 thread
+# scaling benchmark of issue 2 beside PyTorch. Output: $OUT/*.log and $OUT/scaling.md.
+set -uo pipefail
+source .devdeps/devenv.sh
+B=/tmp/candle-build
+cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release > $OUT/configure.log 2>&1 || { tail -30 $OUT/configure.log; exit 1; }
+cmake --build $B -j16 > $OUT/build.log 2>&1 || { grep -E "error" $OUT/build.log | head -30; exit 1; }
+(cd $B && ctest -j16 > $OUT/ctest.log 2>&1); tail -3 $OUT/ctest.log
+nproc; lscpu | grep -E "Model name|Thread|Core|Socket" | head -5
+python3 tools/bench_core_vs_torch.py --bin $B/bin --threads ${THREADS:-1,16} --min-time 0.2 > $OUT/scaling.md 2>&1
+cat $OUT/scaling.md
