@@ -52,4 +52,11 @@ BENCHMARK(BM_gemm_builtin_f32)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRea
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("blas", candle::blas_info());
+  benchmark::AddCustomContext("candle_threads", std::to_string(candle::get_num_threads()));
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

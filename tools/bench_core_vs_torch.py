@@ -29,7 +29,10 @@ def run_ours(binary, n):
                           f"--benchmark_min_time={args.min_time}", "--benchmark_repetitions=5"],
                          env=env, check=True, capture_output=True, text=True).stdout
     res = {}
-    for b in json.loads(out)["benchmarks"]:
+    doc = json.loads(out)
+    if "blas" in doc["context"]:
+        print(f"<!-- {binary} at {n} threads: blas {doc['context']['blas']} -->")
+    for b in doc["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
         parts = b["name"].split("/")

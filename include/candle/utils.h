@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace candle {
 
@@ -21,5 +22,7 @@ bool has_avx2();
 bool has_avx512f();
 // "openblas" or "builtin": the GEMM used for f32/f64 matmul.
 const char* blas_name();
+// The GEMM library's build and the kernel it chose for this CPU (for benchmark reports).
+std::string blas_info();
 
 }  // namespace candle

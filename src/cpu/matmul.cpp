@@ -35,6 +35,14 @@ const char* blas_name() {
 #endif
 }
 
+std::string blas_info() {
+#ifdef CANDLE_HAVE_OPENBLAS
+  return std::string(openblas_get_config()) + " core " + openblas_get_corename();
+#else
+  return "built-in GEMM";
+#endif
+}
+
 namespace cpu {
 namespace {
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "candle/candle.h"
 #include "test_util.h"
 
@@ -139,4 +141,28 @@ TEST(Error, ContextChain) {
   Error e2 = e.with_context("loading model.safetensors");
   EXPECT_STREQ(e2.what(), "loading model.safetensors: bad header");
   EXPECT_EQ(e2.kind(), ErrorKind::Parse);
+}
+
+TEST(CpuAllocator, LargeBlocksAreCachedAndReusedClean) {
+  auto dev = Device::cpu();
+  empty_cpu_cache();
+  EXPECT_EQ(cpu_cache_bytes(), 0u);
+  const void* first = nullptr;
+  {
+    Tensor t = Tensor::full(7.f, {1 << 20}, dev);  // 4 MiB
+    first = t.storage()->to_cpu()->bytes();
+  }
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(cpu_cache_bytes(), 0u);  // the cache is off under AddressSanitizer
+#else
+  EXPECT_GE(cpu_cache_bytes(), size_t{4} << 20);
+  Tensor z = Tensor::zeros({1 << 20}, DType::F32, dev);
+  EXPECT_EQ(static_cast<const void*>(z.storage()->to_cpu()->bytes()), first);  // the block came back
+  auto v = z.to_vec1<float>();
+  EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](float x) { return x == 0.f; }));
+  z = Tensor();
+  empty_cpu_cache();
+  EXPECT_EQ(cpu_cache_bytes(), 0u);
+#endif
+  (void)first;
 }
