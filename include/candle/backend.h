@@ -13,7 +13,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <array>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +73,41 @@ struct MatmulDims {
   size_t batch, m, n, k;
 };
 
+// A 1-D convolution: input [b, c_in, l_in]; kernel [c_out, c_in / groups, k] (conv1d) or
+// [c_in, c_out / groups, k] (conv_transpose1d). Channel counts are the full ones.
+struct ParamsConv1D {
+  size_t b_size, l_in, c_out, c_in, k_size;
+  size_t padding, output_padding, stride, dilation, groups;
+  size_t l_out() const { return (l_in + 2 * padding - dilation * (k_size - 1) - 1) / stride + 1; }
+  size_t l_out_transpose() const {
+    return (l_in - 1) * stride - 2 * padding + dilation * (k_size - 1) + output_padding + 1;
+  }
+};
+
+// A 2-D convolution: input [b, c_in, i_h, i_w]; kernel [c_out, c_in / groups, k_h, k_w]
+// (conv2d) or [c_in, c_out / groups, k_h, k_w] (conv_transpose2d).
+struct ParamsConv2D {
+  size_t b_size, i_h, i_w, k_h, k_w, c_out, c_in;
+  size_t padding, output_padding, stride, dilation, groups;
+  size_t out_h() const { return (i_h + 2 * padding - dilation * (k_h - 1) - 1) / stride + 1; }
+  size_t out_w() const { return (i_w + 2 * padding - dilation * (k_w - 1) - 1) / stride + 1; }
+  size_t out_h_transpose() const {
+    return (i_h - 1) * stride - 2 * padding + dilation * (k_h - 1) + output_padding + 1;
+  }
+  size_t out_w_transpose() const {
+    return (i_w - 1) * stride - 2 * padding + dilation * (k_w - 1) + output_padding + 1;
+  }
+};
+
+class BackendStorage;
+
+// Work fused into a convolution's output pass: out = activation(conv + bias[c_out]).
+struct ConvEpilogue {
+  const BackendStorage* bias = nullptr;  // [c_out], same dtype as the output
+  Layout bias_layout;
+  std::optional<UnaryOp> activation;
+};
+
 class BackendStorage;
 class CpuStorage;
 using StoragePtr = std::shared_ptr<BackendStorage>;
@@ -119,6 +156,28 @@ class BackendStorage {
   // Reduces over `dims` (sorted, unique); the output has the input shape with those dims
   // set to 1. ArgMin/ArgMax need exactly one dim and give u32.
   virtual StoragePtr reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const;
+  // Convolutions (see ParamsConv1D/2D for the layouts); `this` is the input.
+  virtual StoragePtr conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                            const ParamsConv1D& p) const;
+  virtual StoragePtr conv_transpose1d(const Layout& l, const BackendStorage& kernel,
+                                      const Layout& kernel_l, const ParamsConv1D& p) const;
+  virtual StoragePtr conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                            const ParamsConv2D& p, const ConvEpilogue& epilogue) const;
+  virtual StoragePtr conv_transpose2d(const Layout& l, const BackendStorage& kernel,
+                                      const Layout& kernel_l, const ParamsConv2D& p) const;
+  // Pooling over [b, c, h, w] with kernel (k_h, k_w) and stride (s_h, s_w), no padding.
+  virtual StoragePtr avg_pool2d(const Layout& l, std::array<size_t, 2> kernel,
+                                std::array<size_t, 2> stride) const;
+  virtual StoragePtr max_pool2d(const Layout& l, std::array<size_t, 2> kernel,
+                                std::array<size_t, 2> stride) const;
+  // Nearest-neighbour resizing of [b, c, l] / [b, c, h, w] to the target size.
+  virtual StoragePtr upsample_nearest1d(const Layout& l, size_t out_l) const;
+  virtual StoragePtr upsample_nearest2d(const Layout& l, size_t out_h, size_t out_w) const;
+  // Bilinear resizing of [b, c, h, w]; scale_h/scale_w, when given, set the source-coordinate
+  // scale as PyTorch's scale_factor form does (instead of in/out).
+  virtual StoragePtr upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w, bool align_corners,
+                                         std::optional<double> scale_h,
+                                         std::optional<double> scale_w) const;
   // Inclusive prefix sum along `dim`.
   virtual StoragePtr cumsum(const Layout& l, size_t dim) const;
   // Indices (u32) that sort each row of the last dim (stable).
@@ -194,6 +253,22 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
   StoragePtr where_cond(const Layout& cond_l, const BackendStorage& on_true, const Layout& t_l,
                         const BackendStorage& on_false, const Layout& f_l) const override;
   StoragePtr reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const override;
+  StoragePtr conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                    const ParamsConv1D& p) const override;
+  StoragePtr conv_transpose1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                              const ParamsConv1D& p) const override;
+  StoragePtr conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                    const ParamsConv2D& p, const ConvEpilogue& epilogue) const override;
+  StoragePtr conv_transpose2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                              const ParamsConv2D& p) const override;
+  StoragePtr avg_pool2d(const Layout& l, std::array<size_t, 2> kernel,
+                        std::array<size_t, 2> stride) const override;
+  StoragePtr max_pool2d(const Layout& l, std::array<size_t, 2> kernel,
+                        std::array<size_t, 2> stride) const override;
+  StoragePtr upsample_nearest1d(const Layout& l, size_t out_l) const override;
+  StoragePtr upsample_nearest2d(const Layout& l, size_t out_h, size_t out_w) const override;
+  StoragePtr upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w, bool align_corners,
+                                 std::optional<double> scale_h, std::optional<double> scale_w) const override;
   StoragePtr cumsum(const Layout& l, size_t dim) const override;
   StoragePtr arg_sort_last_dim(const Layout& l, bool ascending) const override;
   StoragePtr to_dtype(const Layout& l, DType dtype) const override;

@@ -1,6 +1,7 @@
 // Tensor: candle's eager tensor, a cheap handle to an immutable node (storage + layout).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -354,6 +355,36 @@ class Tensor {
   // (sorted values, u32 indices) along the last dim.
   std::pair<Tensor, Tensor> sort_last_dim(bool ascending) const;
   Tensor arg_sort_last_dim(bool ascending) const;
+
+  // ---- convolutions, pooling, resizing (candle's signatures) ------------------------------
+  // [b, c_in, l] * [c_out, c_in / groups, k] -> [b, c_out, l_out]
+  Tensor conv1d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation, size_t groups) const;
+  // [b, c_in, l] * [c_in, c_out / groups, k] -> [b, c_out, l_out]
+  Tensor conv_transpose1d(const Tensor& kernel, size_t padding, size_t output_padding, size_t stride,
+                          size_t dilation, size_t groups) const;
+  // [b, c_in, h, w] * [c_out, c_in / groups, k_h, k_w] -> [b, c_out, h_out, w_out]
+  Tensor conv2d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation, size_t groups) const;
+  // conv2d with a bias ([c_out]) add and an activation fused into the output pass (what
+  // candle::nn's Conv2d uses); activation: any unary op (Relu, Silu, Gelu, ...).
+  Tensor conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& bias, size_t padding, size_t stride,
+                      size_t dilation, size_t groups, std::optional<UnaryOp> activation) const;
+  // [b, c_in, h, w] * [c_in, c_out, k_h, k_w] -> [b, c_out, h_out, w_out]
+  Tensor conv_transpose2d(const Tensor& kernel, size_t padding, size_t output_padding, size_t stride,
+                          size_t dilation) const;
+  Tensor avg_pool2d(size_t k) const { return avg_pool2d_with_stride({k, k}, {k, k}); }
+  Tensor avg_pool2d(std::array<size_t, 2> k) const { return avg_pool2d_with_stride(k, k); }
+  Tensor avg_pool2d_with_stride(std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const;
+  Tensor max_pool2d(size_t k) const { return max_pool2d_with_stride({k, k}, {k, k}); }
+  Tensor max_pool2d(std::array<size_t, 2> k) const { return max_pool2d_with_stride(k, k); }
+  Tensor max_pool2d_with_stride(std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const;
+  Tensor upsample_nearest1d(size_t target_l) const;
+  Tensor upsample_nearest2d(size_t target_h, size_t target_w) const;
+  Tensor interpolate1d(size_t target_l) const { return upsample_nearest1d(target_l); }
+  Tensor interpolate2d(size_t target_h, size_t target_w) const { return upsample_nearest2d(target_h, target_w); }
+  Tensor upsample_bilinear2d(size_t target_h, size_t target_w, bool align_corners) const;
+  // Output size floor(in * scale); source coordinates use the given scale (PyTorch's
+  // scale_factor with recompute_scale_factor=False).
+  Tensor upsample_bilinear2d_with_scale(double scale_h, double scale_w, bool align_corners) const;
 
   // ---- matmul --------------------------------------------------------------------------
   // [.., m, k] x [.., k, n]; batch dims must be equal.

@@ -18,6 +18,11 @@ size_t cpu_cache_bytes();
 // Returns the cached blocks to the system.
 void empty_cpu_cache();
 
+// The most scratch memory one convolution may use for its im2col/col2im buffers (they are
+// built in chunks of output rows under this cap): CANDLE_CONV_SCRATCH_MB, default 256 MiB.
+size_t conv_scratch_limit();
+void set_conv_scratch_limit(size_t bytes);
+
 bool has_avx2();
 bool has_avx512f();
 // "openblas" or "builtin": the GEMM used for f32/f64 matmul.

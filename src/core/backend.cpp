@@ -83,6 +83,48 @@ StoragePtr BackendStorage::where_cond(const Layout& cond_l, const BackendStorage
 StoragePtr BackendStorage::reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const {
   return upload(as_cpu(to_cpu()->reduce(op, l, dims)), reduce_op_name(op));
 }
+StoragePtr BackendStorage::conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                                  const ParamsConv1D& p) const {
+  return upload(as_cpu(to_cpu()->conv1d(l, *kernel.to_cpu(), kernel_l, p)), "conv1d");
+}
+StoragePtr BackendStorage::conv_transpose1d(const Layout& l, const BackendStorage& kernel,
+                                            const Layout& kernel_l, const ParamsConv1D& p) const {
+  return upload(as_cpu(to_cpu()->conv_transpose1d(l, *kernel.to_cpu(), kernel_l, p)), "conv_transpose1d");
+}
+StoragePtr BackendStorage::conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                                  const ParamsConv2D& p, const ConvEpilogue& epilogue) const {
+  std::shared_ptr<CpuStorage> bias_cpu;
+  ConvEpilogue cpu_epi = epilogue;
+  if (epilogue.bias) {
+    bias_cpu = epilogue.bias->to_cpu();
+    cpu_epi.bias = bias_cpu.get();
+  }
+  return upload(as_cpu(to_cpu()->conv2d(l, *kernel.to_cpu(), kernel_l, p, cpu_epi)), "conv2d");
+}
+StoragePtr BackendStorage::conv_transpose2d(const Layout& l, const BackendStorage& kernel,
+                                            const Layout& kernel_l, const ParamsConv2D& p) const {
+  return upload(as_cpu(to_cpu()->conv_transpose2d(l, *kernel.to_cpu(), kernel_l, p)), "conv_transpose2d");
+}
+StoragePtr BackendStorage::avg_pool2d(const Layout& l, std::array<size_t, 2> kernel,
+                                      std::array<size_t, 2> stride) const {
+  return upload(as_cpu(to_cpu()->avg_pool2d(l, kernel, stride)), "avg_pool2d");
+}
+StoragePtr BackendStorage::max_pool2d(const Layout& l, std::array<size_t, 2> kernel,
+                                      std::array<size_t, 2> stride) const {
+  return upload(as_cpu(to_cpu()->max_pool2d(l, kernel, stride)), "max_pool2d");
+}
+StoragePtr BackendStorage::upsample_nearest1d(const Layout& l, size_t out_l) const {
+  return upload(as_cpu(to_cpu()->upsample_nearest1d(l, out_l)), "upsample_nearest1d");
+}
+StoragePtr BackendStorage::upsample_nearest2d(const Layout& l, size_t out_h, size_t out_w) const {
+  return upload(as_cpu(to_cpu()->upsample_nearest2d(l, out_h, out_w)), "upsample_nearest2d");
+}
+StoragePtr BackendStorage::upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w, bool align_corners,
+                                               std::optional<double> scale_h,
+                                               std::optional<double> scale_w) const {
+  return upload(as_cpu(to_cpu()->upsample_bilinear2d(l, out_h, out_w, align_corners, scale_h, scale_w)),
+                "upsample_bilinear2d");
+}
 StoragePtr BackendStorage::cumsum(const Layout& l, size_t dim) const {
   return upload(as_cpu(to_cpu()->cumsum(l, dim)), "cumsum");
 }
