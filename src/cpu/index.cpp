@@ -2,7 +2,9 @@
 // scatter_add_set.
 //
 // Every kernel sees its operands as [left, dim, right] blocks (the dims before `dim`
-// multiplied together, `dim` itself, the dims after it). All ids are checked before anything
+// multiplied together, `dim` itself, the dims after it). As in candle, the largest value of
+// the index dtype (u32::MAX, 255 for u8, ...) means "no index": index_select and gather give
+// zeros there, scatter, scatter_add and index_add skip it. All ids are checked before anything
 // is written, so an out-of-range id leaves the destination untouched. Additions into one
 // output element always happen in increasing source position: the parallel loops split the
 // (left, right) columns of the output, never the positions summed into one element, so the
@@ -11,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -109,9 +112,14 @@ bool overlaps(const CpuStorage& a, const CpuStorage& b) {
 }
 
 template <typename I>
+inline bool is_skip_id(I v) {
+  return v == std::numeric_limits<I>::max();
+}
+
+template <typename I>
 inline bool index_out_of_range(I v, size_t limit) {
   // negative ids of the signed dtypes become huge and fail too
-  return static_cast<uint64_t>(static_cast<int64_t>(v)) >= limit;
+  return !is_skip_id(v) && static_cast<uint64_t>(static_cast<int64_t>(v)) >= limit;
 }
 
 [[noreturn]] void throw_index_out_of_range(int64_t value, size_t limit, const char* op, size_t dim,
@@ -174,15 +182,23 @@ void index_select_kernel(const W* src, const I* ids, W* dst, const Split& sp, si
       const W* s = src + l * sp.dim * right;
       W* d = dst + l * n * right;
       if (right == 1) {
-        for (size_t k = i0; k < i1; ++k) d[k] = s[static_cast<size_t>(ids[k])];
+        for (size_t k = i0; k < i1; ++k) d[k] = is_skip_id(ids[k]) ? W{} : s[static_cast<size_t>(ids[k])];
       } else if (right * sizeof(W) >= 64) {
         for (size_t k = i0; k < i1; ++k) {
-          std::memcpy(d + k * right, s + static_cast<size_t>(ids[k]) * right, right * sizeof(W));
+          if (is_skip_id(ids[k])) {
+            std::memset(static_cast<void*>(d + k * right), 0, right * sizeof(W));
+          } else {
+            std::memcpy(d + k * right, s + static_cast<size_t>(ids[k]) * right, right * sizeof(W));
+          }
         }
       } else {
         for (size_t k = i0; k < i1; ++k) {
-          const W* srow = s + static_cast<size_t>(ids[k]) * right;
           W* drow = d + k * right;
+          if (is_skip_id(ids[k])) {
+            for (size_t r = 0; r < right; ++r) drow[r] = W{};
+            continue;
+          }
+          const W* srow = s + static_cast<size_t>(ids[k]) * right;
           for (size_t r = 0; r < right; ++r) drow[r] = srow[r];
         }
       }
@@ -213,7 +229,7 @@ size_t gather_kernel(const W* src, const I* ids, W* dst, const Split& sp, size_t
             stop = true;
             return;
           }
-          d[k] = s[static_cast<size_t>(v)];
+          d[k] = is_skip_id(v) ? W{} : s[static_cast<size_t>(v)];
         }
         return;
       }
@@ -226,7 +242,7 @@ size_t gather_kernel(const W* src, const I* ids, W* dst, const Split& sp, size_t
             stop = true;
             return;
           }
-          d[j] = s[static_cast<size_t>(v) * right + r];
+          d[j] = is_skip_id(v) ? W{} : s[static_cast<size_t>(v) * right + r];
         }
       }
     });
@@ -263,11 +279,13 @@ void scatter_kernel(T* dst, const T* src, const I* ids, const Split& dst_sp, siz
         if constexpr (kPerElementIds) {
           const I* idrow = ids + (l * n + k) * right;
           for (size_t r = r0; r < r1; ++r) {
+            if (is_skip_id(idrow[r])) continue;
             T& out = d[static_cast<size_t>(idrow[r]) * right + r];
             if constexpr (kAdd) add_into(out, srow[r]);
             else out = srow[r];
           }
         } else {
+          if (is_skip_id(ids[k])) continue;
           T* drow = d + static_cast<size_t>(ids[k]) * right;
           for (size_t r = r0; r < r1; ++r) {
             if constexpr (kAdd) add_into(drow[r], srow[r]);

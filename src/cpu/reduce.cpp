@@ -614,6 +614,7 @@ ReducePlan make_plan(const Layout& l, const std::vector<size_t>& dims, bool reor
 // positions [r0, r1), in order; r is the reduced index of the run's first element.
 template <typename Fn>
 void for_runs(const std::vector<DimS>& red, size_t r0, size_t r1, Fn&& fn) {
+  if (r0 >= r1) return;  // also an empty reduced dim: in.size is 0 below
   const DimS& in = red.back();
   const size_t len_full = in.size;
   Odometer outer(red.data(), red.size() - 1, r0 / len_full);
