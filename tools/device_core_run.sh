@@ -5,7 +5,8 @@ set -uo pipefail
 source .devdeps/devenv.sh
 B=/tmp/candle-build
 rm -f $B/CMakeCache.txt
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1 -DZLIB_LIBRARY_RELEASE=/usr/lib/x86_64-linux-gnu/libz.so.1 > $OUT/configure.log 2>&1 || { tail -30 $OUT/configure.log; exit 1; }
+# Debian 12's OpenMP build of OpenBLAS (carried in .devdeps), the same library as on the dev machine
+cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1 -DZLIB_LIBRARY_RELEASE=/usr/lib/x86_64-linux-gnu/libz.so.1 -DOPENBLAS_LIBRARY=/opt/devdeps/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so -DOPENBLAS_INCLUDE_DIR=/opt/devdeps/usr/include/x86_64-linux-gnu/openblas-openmp > $OUT/configure.log 2>&1 || { tail -30 $OUT/configure.log; exit 1; }
 cmake --build $B -j16 > $OUT/build.log 2>&1 || { grep -E "error" $OUT/build.log | head -30; exit 1; }
 (cd $B && ctest -j16 > $OUT/ctest.log 2>&1); tail -3 $OUT/ctest.log
 nproc; lscpu | grep -E "Model name|Thread|Core|Socket" | head -5
