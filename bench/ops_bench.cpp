@@ -64,20 +64,52 @@ void BM_memcpy(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, exp, [] { return input_a().exp(); }, 2 * kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, gelu, [] { return input_a().gelu(); }, 2 * kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, silu, [] { return input_a().silu(); }, 2 * kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, add, [] { return input_a() + input_b(); }, 3 * kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, broadcast_mul, [] { return input_a().broadcast_mul(input_row()); }, 2 * kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, sum_last, [] { return input_a().sum_keepdim(-1); }, kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, max_last, [] { return input_a().max_keepdim(-1); }, kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, sum_all, [] { return input_a().sum_all(); }, kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, softmax_last, [] {
-  const Tensor& a = input_a();
-  Tensor e = a.broadcast_sub(a.max_keepdim(-1)).exp();
-  return e.broadcast_div(e.sum_keepdim(-1));
-}, 6 * kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(run, transpose_contiguous, [] { return input_a().t().contiguous(); }, 2 * kTensorBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, exp, [] { return input_a().exp(); }, 2 * kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, gelu, [] { return input_a().gelu(); }, 2 * kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, silu, [] { return input_a().silu(); }, 2 * kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, add, [] { return input_a() + input_b(); }, 3 * kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, broadcast_mul, [] { return input_a().broadcast_mul(input_row()); }, 2 * kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, sum_last, [] { return input_a().sum_keepdim(-1); }, kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, max_last, [] { return input_a().max_keepdim(-1); }, kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, sum_all, [] { return input_a().sum_all(); }, kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, softmax_last,
+    [] {
+      const Tensor& a = input_a();
+      Tensor e = a.broadcast_sub(a.max_keepdim(-1)).exp();
+      return e.broadcast_div(e.sum_keepdim(-1));
+    },
+    6 * kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(
+    run, transpose_contiguous, [] { return input_a().t().contiguous(); }, 2 * kTensorBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 int main(int argc, char** argv) {
   // make the inputs before timing anything

@@ -10,13 +10,13 @@
 // backend_stats() so that missing native kernels show.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <array>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +27,26 @@
 namespace candle {
 
 enum class UnaryOp : uint8_t {
-  Neg, Recip, Exp, Log, Sin, Cos, Tanh, Abs, Sqr, Sqrt, Gelu, GeluErf, Erf, Relu, Silu,
-  Ceil, Floor, Round, Sign, Sigmoid,
+  Neg,
+  Recip,
+  Exp,
+  Log,
+  Sin,
+  Cos,
+  Tanh,
+  Abs,
+  Sqr,
+  Sqrt,
+  Gelu,
+  GeluErf,
+  Erf,
+  Relu,
+  Silu,
+  Ceil,
+  Floor,
+  Round,
+  Sign,
+  Sigmoid,
 };
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Pow };
 enum class CmpOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
@@ -42,21 +60,27 @@ const char* reduce_op_name(ReduceOp op);
 // A scalar of any dtype: integers are kept exactly (i64/u32 beyond 2^53 too).
 class Scalar {
  public:
-  Scalar(double v) : is_int_(false), f_(v), i_(0), natural_(DType::F64) {}  // NOLINT
-  Scalar(float v) : is_int_(false), f_(v), i_(0), natural_(DType::F32) {}   // NOLINT
-  Scalar(int v) : is_int_(true), f_(v), i_(v), natural_(DType::I64) {}      // NOLINT
+  Scalar(double v) : is_int_(false), f_(v), i_(0), natural_(DType::F64) {}                       // NOLINT
+  Scalar(float v) : is_int_(false), f_(v), i_(0), natural_(DType::F32) {}                        // NOLINT
+  Scalar(int v) : is_int_(true), f_(v), i_(v), natural_(DType::I64) {}                           // NOLINT
   Scalar(int64_t v) : is_int_(true), f_(static_cast<double>(v)), i_(v), natural_(DType::I64) {}  // NOLINT
-  Scalar(uint32_t v) : is_int_(true), f_(v), i_(v), natural_(DType::U32) {}  // NOLINT
-  Scalar(uint8_t v) : is_int_(true), f_(v), i_(v), natural_(DType::U8) {}    // NOLINT
-  Scalar(f16 v) : Scalar(static_cast<float>(v)) { natural_ = DType::F16; }   // NOLINT
-  Scalar(bf16 v) : Scalar(static_cast<float>(v)) { natural_ = DType::BF16; }  // NOLINT
-  Scalar(f8e4m3 v) : Scalar(static_cast<float>(v)) { natural_ = DType::F8E4M3; }  // NOLINT
-  Scalar(uint64_t v) : is_int_(true), f_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), natural_(DType::I64) {}  // NOLINT
+  Scalar(uint32_t v) : is_int_(true), f_(v), i_(v), natural_(DType::U32) {}                      // NOLINT
+  Scalar(uint8_t v) : is_int_(true), f_(v), i_(v), natural_(DType::U8) {}                        // NOLINT
+  Scalar(f16 v) : Scalar(static_cast<float>(v)) { natural_ = DType::F16; }                       // NOLINT
+  Scalar(bf16 v) : Scalar(static_cast<float>(v)) { natural_ = DType::BF16; }                     // NOLINT
+  Scalar(f8e4m3 v) : Scalar(static_cast<float>(v)) { natural_ = DType::F8E4M3; }                 // NOLINT
+  Scalar(uint64_t v)
+      : is_int_(true),
+        f_(static_cast<double>(v)),
+        i_(static_cast<int64_t>(v)),
+        natural_(DType::I64) {}  // NOLINT
   // The value as element type T (integers exact, floats rounded once).
   template <typename T>
   T as() const {
-    if constexpr (std::is_integral_v<T>) return is_int_ ? static_cast<T>(i_) : cast_value<T>(f_);
-    else return cast_value<T>(f_);
+    if constexpr (std::is_integral_v<T>)
+      return is_int_ ? static_cast<T>(i_) : cast_value<T>(f_);
+    else
+      return cast_value<T>(f_);
   }
   double to_double() const { return f_; }
   // The dtype of the C++ value it was made from (double -> f64, int -> i64, ...).
@@ -147,24 +171,22 @@ class BackendStorage {
   virtual StoragePtr binary(BinaryOp op, const Layout& lhs_l, const BackendStorage& rhs,
                             const Layout& rhs_l) const;
   // Result dtype u8 (1 where true).
-  virtual StoragePtr cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs,
-                         const Layout& rhs_l) const;
+  virtual StoragePtr cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs, const Layout& rhs_l) const;
   // `this` is the condition (any integer dtype, non-zero is true); all layouts share one shape.
-  virtual StoragePtr where_cond(const Layout& cond_l, const BackendStorage& on_true,
-                                const Layout& t_l, const BackendStorage& on_false,
-                                const Layout& f_l) const;
+  virtual StoragePtr where_cond(const Layout& cond_l, const BackendStorage& on_true, const Layout& t_l,
+                                const BackendStorage& on_false, const Layout& f_l) const;
   // Reduces over `dims` (sorted, unique); the output has the input shape with those dims
   // set to 1. ArgMin/ArgMax need exactly one dim and give u32.
   virtual StoragePtr reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const;
   // Convolutions (see ParamsConv1D/2D for the layouts); `this` is the input.
   virtual StoragePtr conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
                             const ParamsConv1D& p) const;
-  virtual StoragePtr conv_transpose1d(const Layout& l, const BackendStorage& kernel,
-                                      const Layout& kernel_l, const ParamsConv1D& p) const;
+  virtual StoragePtr conv_transpose1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                                      const ParamsConv1D& p) const;
   virtual StoragePtr conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
                             const ParamsConv2D& p, const ConvEpilogue& epilogue) const;
-  virtual StoragePtr conv_transpose2d(const Layout& l, const BackendStorage& kernel,
-                                      const Layout& kernel_l, const ParamsConv2D& p) const;
+  virtual StoragePtr conv_transpose2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                                      const ParamsConv2D& p) const;
   // Pooling over [b, c, h, w] with kernel (k_h, k_w) and stride (s_h, s_w), no padding.
   virtual StoragePtr avg_pool2d(const Layout& l, std::array<size_t, 2> kernel,
                                 std::array<size_t, 2> stride) const;
@@ -176,8 +198,7 @@ class BackendStorage {
   // Bilinear resizing of [b, c, h, w]; scale_h/scale_w, when given, set the source-coordinate
   // scale as PyTorch's scale_factor form does (instead of in/out).
   virtual StoragePtr upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w, bool align_corners,
-                                         std::optional<double> scale_h,
-                                         std::optional<double> scale_w) const;
+                                         std::optional<double> scale_h, std::optional<double> scale_w) const;
   // Inclusive prefix sum along `dim`.
   virtual StoragePtr cumsum(const Layout& l, size_t dim) const;
   // Indices (u32) that sort each row of the last dim (stable).
@@ -204,8 +225,8 @@ class BackendStorage {
   // Copies the elements of `src_l` (row-major) into dst starting at element dst_offset.
   virtual void copy_strided_src(BackendStorage& dst, size_t dst_offset, const Layout& src_l) const;
   // d1 rows of d2 elements from this (row stride src_s, first at src_o) into dst.
-  virtual void copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s,
-                      size_t src_o, size_t dst_o) const;
+  virtual void copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s, size_t src_o,
+                      size_t dst_o) const;
   // Sets every element of the layout to v, in place.
   virtual void const_set(const Scalar& v, const Layout& l);
 
@@ -236,9 +257,13 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
   std::shared_ptr<CpuStorage> to_cpu() const override;
 
   template <typename T>
-  T* data() { return reinterpret_cast<T*>(data_); }
+  T* data() {
+    return reinterpret_cast<T*>(data_);
+  }
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(data_); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(data_);
+  }
   std::byte* bytes() { return data_; }
   const std::byte* bytes() const { return data_; }
 
@@ -280,8 +305,8 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
                     size_t dim) const override;
   StoragePtr index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
                        const BackendStorage& src, const Layout& src_l, size_t dim) const override;
-  void scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
-                   const BackendStorage& src, const Layout& src_l, size_t dim) override;
+  void scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l, const BackendStorage& src,
+                   const Layout& src_l, size_t dim) override;
   void scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
                        const BackendStorage& src, const Layout& src_l, size_t dim) override;
   void copy_strided_src(BackendStorage& dst, size_t dst_offset, const Layout& src_l) const override;

@@ -36,7 +36,7 @@ struct f16 {
     uint32_t ax = x & 0x7fffffffu;
     if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-    if (ax < 0x38800000u) {                                              // subnormal or zero in f16
+    if (ax < 0x38800000u) {                                               // subnormal or zero in f16
       // add 0.5 (as f32) so the FPU rounds the mantissa to nearest even for us
       float f = std::bit_cast<float>(ax) + 0.5f;
       return static_cast<uint16_t>(sign | (std::bit_cast<uint32_t>(f) - 0x3f000000u));
@@ -122,16 +122,46 @@ struct f8e4m3 {
 
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::U8; };
-template <> struct DTypeOf<uint32_t> { static constexpr DType value = DType::U32; };
-template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::I16; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::I32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::I64; };
-template <> struct DTypeOf<bf16> { static constexpr DType value = DType::BF16; };
-template <> struct DTypeOf<f16> { static constexpr DType value = DType::F16; };
-template <> struct DTypeOf<float> { static constexpr DType value = DType::F32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::F64; };
-template <> struct DTypeOf<f8e4m3> { static constexpr DType value = DType::F8E4M3; };
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::U8;
+};
+template <>
+struct DTypeOf<uint32_t> {
+  static constexpr DType value = DType::U32;
+};
+template <>
+struct DTypeOf<int16_t> {
+  static constexpr DType value = DType::I16;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::I32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::I64;
+};
+template <>
+struct DTypeOf<bf16> {
+  static constexpr DType value = DType::BF16;
+};
+template <>
+struct DTypeOf<f16> {
+  static constexpr DType value = DType::F16;
+};
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::F32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::F64;
+};
+template <>
+struct DTypeOf<f8e4m3> {
+  static constexpr DType value = DType::F8E4M3;
+};
 
 template <typename T>
 inline constexpr DType dtype_of = DTypeOf<T>::value;
@@ -183,8 +213,7 @@ constexpr size_t dtype_size(DType dt) {
 }
 
 constexpr bool dtype_is_float(DType dt) {
-  return dt == DType::BF16 || dt == DType::F16 || dt == DType::F32 || dt == DType::F64 ||
-         dt == DType::F8E4M3;
+  return dt == DType::BF16 || dt == DType::F16 || dt == DType::F32 || dt == DType::F64 || dt == DType::F8E4M3;
 }
 constexpr bool dtype_is_int(DType dt) { return !dtype_is_float(dt); }
 

@@ -68,7 +68,7 @@ class StridedBlocks {
   void next();
 
  private:
-  std::vector<size_t> dims_;     // outer dims (those not folded into the block)
+  std::vector<size_t> dims_;  // outer dims (those not folded into the block)
   std::vector<size_t> stride_;
   std::vector<size_t> index_;
   size_t block_len_ = 1;

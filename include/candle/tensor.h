@@ -41,12 +41,12 @@ struct Slice {
 // of indices (index_select along the dim).
 class IndexItem {
  public:
-  IndexItem(int v) : v_(static_cast<int64_t>(v)) {}      // NOLINT
-  IndexItem(int64_t v) : v_(v) {}                         // NOLINT
-  IndexItem(size_t v) : v_(static_cast<int64_t>(v)) {}   // NOLINT
-  IndexItem(Slice s) : v_(s) {}                           // NOLINT
+  IndexItem(int v) : v_(static_cast<int64_t>(v)) {}            // NOLINT
+  IndexItem(int64_t v) : v_(v) {}                              // NOLINT
+  IndexItem(size_t v) : v_(static_cast<int64_t>(v)) {}         // NOLINT
+  IndexItem(Slice s) : v_(s) {}                                // NOLINT
   IndexItem(std::vector<int64_t> ids) : v_(std::move(ids)) {}  // NOLINT
-  IndexItem(const Tensor& ids);                           // NOLINT
+  IndexItem(const Tensor& ids);                                // NOLINT
   const auto& value() const { return v_; }
 
  private:
@@ -380,7 +380,9 @@ class Tensor {
   Tensor upsample_nearest1d(size_t target_l) const;
   Tensor upsample_nearest2d(size_t target_h, size_t target_w) const;
   Tensor interpolate1d(size_t target_l) const { return upsample_nearest1d(target_l); }
-  Tensor interpolate2d(size_t target_h, size_t target_w) const { return upsample_nearest2d(target_h, target_w); }
+  Tensor interpolate2d(size_t target_h, size_t target_w) const {
+    return upsample_nearest2d(target_h, target_w);
+  }
   Tensor upsample_bilinear2d(size_t target_h, size_t target_w, bool align_corners) const;
   // Output size floor(in * scale); source coordinates use the given scale (PyTorch's
   // scale_factor with recompute_scale_factor=False).

@@ -6,9 +6,9 @@
 namespace candle {
 
 const char* unary_op_name(UnaryOp op) {
-  static const char* names[] = {"neg",  "recip", "exp",  "log",  "sin",     "cos",      "tanh",
-                                "abs",  "sqr",   "sqrt", "gelu", "gelu_erf", "erf",     "relu",
-                                "silu", "ceil",  "floor", "round", "sign",   "sigmoid"};
+  static const char* names[] = {"neg",  "recip", "exp",   "log",   "sin",      "cos",    "tanh",
+                                "abs",  "sqr",   "sqrt",  "gelu",  "gelu_erf", "erf",    "relu",
+                                "silu", "ceil",  "floor", "round", "sign",     "sigmoid"};
   return names[static_cast<size_t>(op)];
 }
 const char* binary_op_name(BinaryOp op) {
@@ -74,9 +74,8 @@ StoragePtr BackendStorage::cmp(CmpOp op, const Layout& lhs_l, const BackendStora
                                const Layout& rhs_l) const {
   return upload(as_cpu(to_cpu()->cmp(op, lhs_l, *rhs.to_cpu(), rhs_l)), cmp_op_name(op));
 }
-StoragePtr BackendStorage::where_cond(const Layout& cond_l, const BackendStorage& on_true,
-                                      const Layout& t_l, const BackendStorage& on_false,
-                                      const Layout& f_l) const {
+StoragePtr BackendStorage::where_cond(const Layout& cond_l, const BackendStorage& on_true, const Layout& t_l,
+                                      const BackendStorage& on_false, const Layout& f_l) const {
   return upload(as_cpu(to_cpu()->where_cond(cond_l, *on_true.to_cpu(), t_l, *on_false.to_cpu(), f_l)),
                 "where_cond");
 }
@@ -119,8 +118,8 @@ StoragePtr BackendStorage::upsample_nearest1d(const Layout& l, size_t out_l) con
 StoragePtr BackendStorage::upsample_nearest2d(const Layout& l, size_t out_h, size_t out_w) const {
   return upload(as_cpu(to_cpu()->upsample_nearest2d(l, out_h, out_w)), "upsample_nearest2d");
 }
-StoragePtr BackendStorage::upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w, bool align_corners,
-                                               std::optional<double> scale_h,
+StoragePtr BackendStorage::upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w,
+                                               bool align_corners, std::optional<double> scale_h,
                                                std::optional<double> scale_w) const {
   return upload(as_cpu(to_cpu()->upsample_bilinear2d(l, out_h, out_w, align_corners, scale_h, scale_w)),
                 "upsample_bilinear2d");
@@ -148,8 +147,7 @@ StoragePtr BackendStorage::gather(const Layout& l, const BackendStorage& ids, co
 }
 StoragePtr BackendStorage::index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
                                      const BackendStorage& src, const Layout& src_l, size_t dim) const {
-  return upload(as_cpu(to_cpu()->index_add(l, *ids.to_cpu(), ids_l, *src.to_cpu(), src_l, dim)),
-                "index_add");
+  return upload(as_cpu(to_cpu()->index_add(l, *ids.to_cpu(), ids_l, *src.to_cpu(), src_l, dim)), "index_add");
 }
 
 namespace {
@@ -179,15 +177,13 @@ void BackendStorage::scatter_add_set(const Layout& l, const BackendStorage& ids,
   });
 }
 void BackendStorage::copy_strided_src(BackendStorage& dst, size_t dst_offset, const Layout& src_l) const {
-  in_place_round_trip(dst, "copy_strided_src", [&](CpuStorage& c) {
-    to_cpu()->copy_strided_src(c, dst_offset, src_l);
-  });
+  in_place_round_trip(dst, "copy_strided_src",
+                      [&](CpuStorage& c) { to_cpu()->copy_strided_src(c, dst_offset, src_l); });
 }
 void BackendStorage::copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s,
                             size_t src_o, size_t dst_o) const {
-  in_place_round_trip(dst, "copy2d", [&](CpuStorage& c) {
-    to_cpu()->copy2d(c, d1, d2, src_s, dst_s, src_o, dst_o);
-  });
+  in_place_round_trip(dst, "copy2d",
+                      [&](CpuStorage& c) { to_cpu()->copy2d(c, d1, d2, src_s, dst_s, src_o, dst_o); });
 }
 void BackendStorage::const_set(const Scalar& v, const Layout& l) {
   in_place_round_trip(*this, "const_set", [&](CpuStorage& c) { c.const_set(v, l); });

@@ -52,8 +52,8 @@ void load_backend_library(DeviceKind kind) {
   }
   if (dlopen(file.c_str(), RTLD_NOW | RTLD_GLOBAL)) return;
   const char* e = dlerror();
-  throw Error(ErrorKind::Device, std::string(device_kind_name(kind)) + " backend not available: " +
-                                     file + " could not be loaded (" + (e ? e : errors) + ")");
+  throw Error(ErrorKind::Device, std::string(device_kind_name(kind)) + " backend not available: " + file +
+                                     " could not be loaded (" + (e ? e : errors) + ")");
 }
 
 }  // namespace
@@ -136,14 +136,16 @@ Device Device::from_name(std::string_view name) {
       ordinal = ordinal * 10 + static_cast<size_t>(c - '0');
     }
   }
-  for (DeviceKind k : {DeviceKind::Cpu, DeviceKind::Cuda, DeviceKind::Rocm, DeviceKind::Vulkan, DeviceKind::Metal}) {
+  for (DeviceKind k :
+       {DeviceKind::Cpu, DeviceKind::Cuda, DeviceKind::Rocm, DeviceKind::Vulkan, DeviceKind::Metal}) {
     if (kind_s == device_kind_name(k)) {
       if (k == DeviceKind::Cpu && ordinal != 0) break;
       return open(k, ordinal);
     }
   }
-  throw Error(ErrorKind::InvalidArgument, "unknown device '" + std::string(name) +
-                                              "' (expected cpu, cuda[:N], rocm[:N], vulkan[:N] or metal[:N])");
+  throw Error(ErrorKind::InvalidArgument,
+              "unknown device '" + std::string(name) +
+                  "' (expected cpu, cuda[:N], rocm[:N], vulkan[:N] or metal[:N])");
 }
 
 DeviceKind Device::kind() const { return backend_->kind(); }

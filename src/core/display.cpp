@@ -11,8 +11,8 @@
 //  - the text ends with "\nTensor[[dims], dtype]" (plus ", cuda:0" etc. off the CPU), with no
 //    newline after it.
 #include <algorithm>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <mutex>
 #include <ostream>
@@ -38,9 +38,7 @@ struct ShownDims {
   bool cut(size_t d) const { return summarize && edge < dims[d] && dims[d] - edge > edge; }
   size_t shown(size_t d) const { return cut(d) ? 2 * edge : dims[d]; }
   // The index along dim d of its k-th shown entry.
-  size_t index(size_t d, size_t k) const {
-    return (cut(d) && k >= edge) ? dims[d] - 2 * edge + k : k;
-  }
+  size_t index(size_t d, size_t k) const { return (cut(d) && k >= edge) ? dims[d] - 2 * edge + k : k; }
   size_t shown_count() const {
     size_t n = 1;
     for (size_t d = 0; d < dims.size(); ++d) n *= shown(d);
@@ -253,8 +251,7 @@ class Writer {
 };
 
 template <typename Cell>
-void write_nested(const ShownDims& sd, size_t width, size_t line_width, Cell cell,
-                  std::string& out) {
+void write_nested(const ShownDims& sd, size_t width, size_t line_width, Cell cell, std::string& out) {
   Writer<Cell>(sd, width, line_width, cell, out).write();
 }
 
@@ -275,8 +272,7 @@ struct Cells {
   }
 };
 
-void write_cells(const Cells& cells, const ShownDims& sd, const PrintOptions& po,
-                 std::string& out) {
+void write_cells(const Cells& cells, const ShownDims& sd, const PrintOptions& po, std::string& out) {
   write_nested(
       sd, cells.width, po.line_width, [&](size_t i, std::string& o) { cells.append(i, o); }, out);
 }
@@ -330,8 +326,7 @@ std::string to_string(const Tensor& t) {
       const FloatFormat ff = float_format<T>(values, po);
       for (double v : values) cells.add(ff.text(v));
     } else {
-      for (int64_t v : gather_shown<T, int64_t>(*storage, host.layout(), sd))
-        cells.add(std::to_string(v));
+      for (int64_t v : gather_shown<T, int64_t>(*storage, host.layout(), sd)) cells.add(std::to_string(v));
     }
   });
   std::string out;

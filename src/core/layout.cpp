@@ -29,13 +29,13 @@ std::optional<std::pair<size_t, size_t>> Layout::contiguous_offsets() const {
 
 Layout Layout::narrow(size_t dim, size_t start, size_t len) const {
   if (dim >= shape_.rank()) {
-    throw Error(ErrorKind::DimOutOfRange, "dim out of range in narrow, dim: " + std::to_string(dim) +
-                                              ", shape: " + shape_.to_string());
+    throw Error(ErrorKind::DimOutOfRange,
+                "dim out of range in narrow, dim: " + std::to_string(dim) + ", shape: " + shape_.to_string());
   }
   if (start > shape_[dim] || len > shape_[dim] - start) {
-    throw Error(ErrorKind::IndexOutOfRange, "narrow out of range, dim: " + std::to_string(dim) +
-                                                ", start: " + std::to_string(start) + ", len: " +
-                                                std::to_string(len) + ", shape: " + shape_.to_string());
+    throw Error(ErrorKind::IndexOutOfRange,
+                "narrow out of range, dim: " + std::to_string(dim) + ", start: " + std::to_string(start) +
+                    ", len: " + std::to_string(len) + ", shape: " + shape_.to_string());
   }
   std::vector<size_t> dims = shape_.dims();
   dims[dim] = len;
@@ -60,8 +60,10 @@ Layout Layout::permute(const std::vector<size_t>& idxs) const {
   std::vector<bool> seen(rank, false);
   bool ok = idxs.size() == rank;
   for (size_t i = 0; ok && i < idxs.size(); ++i) {
-    if (idxs[i] >= rank || seen[idxs[i]]) ok = false;
-    else seen[idxs[i]] = true;
+    if (idxs[i] >= rank || seen[idxs[i]])
+      ok = false;
+    else
+      seen[idxs[i]] = true;
   }
   if (!ok) {
     std::string s = "[";
@@ -81,17 +83,20 @@ Layout Layout::broadcast_as(const Shape& shape) const {
   size_t rank = shape.rank();
   size_t src_rank = shape_.rank();
   auto fail = [&]() {
-    throw Error(ErrorKind::ShapeMismatch, "shape mismatch in broadcast_as, src: " + shape_.to_string() +
-                                              ", dst: " + shape.to_string());
+    throw Error(ErrorKind::ShapeMismatch,
+                "shape mismatch in broadcast_as, src: " + shape_.to_string() + ", dst: " + shape.to_string());
   };
   if (src_rank > rank) fail();
   size_t added = rank - src_rank;
   std::vector<size_t> stride(rank, 0);
   for (size_t i = 0; i < src_rank; ++i) {
     size_t sd = shape_[i], dd = shape[added + i];
-    if (sd == dd) stride[added + i] = stride_[i];
-    else if (sd == 1) stride[added + i] = 0;
-    else fail();
+    if (sd == dd)
+      stride[added + i] = stride_[i];
+    else if (sd == 1)
+      stride[added + i] = 0;
+    else
+      fail();
   }
   return Layout(shape, std::move(stride), start_offset_);
 }

@@ -49,8 +49,8 @@ size_t Shape::resolve_dim(int64_t dim, const char* op) const {
   int64_t rank = static_cast<int64_t>(dims_.size());
   int64_t d = dim < 0 ? dim + rank : dim;
   if (d < 0 || d >= rank) {
-    throw Error(ErrorKind::DimOutOfRange, std::string("dim out of range in ") + op + ", dim: " +
-                                              std::to_string(dim) + ", shape: " + to_string());
+    throw Error(ErrorKind::DimOutOfRange, std::string("dim out of range in ") + op +
+                                              ", dim: " + std::to_string(dim) + ", shape: " + to_string());
   }
   return static_cast<size_t>(d);
 }
@@ -59,8 +59,8 @@ size_t Shape::resolve_dim_inclusive(int64_t dim, const char* op) const {
   int64_t rank = static_cast<int64_t>(dims_.size());
   int64_t d = dim < 0 ? dim + rank + 1 : dim;
   if (d < 0 || d > rank) {
-    throw Error(ErrorKind::DimOutOfRange, std::string("dim out of range in ") + op + ", dim: " +
-                                              std::to_string(dim) + ", shape: " + to_string());
+    throw Error(ErrorKind::DimOutOfRange, std::string("dim out of range in ") + op +
+                                              ", dim: " + std::to_string(dim) + ", shape: " + to_string());
   }
   return static_cast<size_t>(d);
 }
@@ -78,8 +78,8 @@ Shape Shape::broadcast_shape_binary_op(const Shape& rhs, const char* op) const {
     } else if (ld == 1) {
       out[i] = rd;
     } else {
-      throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " +
-                                                to_string() + ", rhs: " + rhs.to_string());
+      throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " + to_string() +
+                                                ", rhs: " + rhs.to_string());
     }
   }
   return Shape(std::move(out));
@@ -87,14 +87,14 @@ Shape Shape::broadcast_shape_binary_op(const Shape& rhs, const char* op) const {
 
 Shape Shape::broadcast_shape_matmul(const Shape& rhs, const char* op) const {
   if (rank() < 2 || rhs.rank() < 2) {
-    throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " +
-                                              to_string() + ", rhs: " + rhs.to_string());
+    throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " + to_string() +
+                                              ", rhs: " + rhs.to_string());
   }
   size_t m = dims_[rank() - 2], k = dims_[rank() - 1];
   size_t k2 = rhs.dims_[rhs.rank() - 2], n = rhs.dims_[rhs.rank() - 1];
   if (k != k2) {
-    throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " +
-                                              to_string() + ", rhs: " + rhs.to_string());
+    throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " + to_string() +
+                                              ", rhs: " + rhs.to_string());
   }
   Shape lb(std::vector<size_t>(dims_.begin(), dims_.end() - 2));
   Shape rb(std::vector<size_t>(rhs.dims_.begin(), rhs.dims_.end() - 2));
@@ -102,8 +102,8 @@ Shape Shape::broadcast_shape_matmul(const Shape& rhs, const char* op) const {
   try {
     bs = lb.broadcast_shape_binary_op(rb, op);
   } catch (const Error&) {
-    throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " +
-                                              to_string() + ", rhs: " + rhs.to_string());
+    throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " + to_string() +
+                                              ", rhs: " + rhs.to_string());
   }
   std::vector<size_t> out = bs.dims();
   out.push_back(m);
@@ -113,9 +113,9 @@ Shape Shape::broadcast_shape_matmul(const Shape& rhs, const char* op) const {
 
 namespace {
 [[noreturn]] void rank_error(const Shape& s, size_t want, const char* op) {
-  throw Error(ErrorKind::ShapeMismatch, std::string("unexpected rank in ") + op + ", expected: " +
-                                            std::to_string(want) + ", got: " +
-                                            std::to_string(s.rank()) + " (shape " + s.to_string() + ")");
+  throw Error(ErrorKind::ShapeMismatch,
+              std::string("unexpected rank in ") + op + ", expected: " + std::to_string(want) +
+                  ", got: " + std::to_string(s.rank()) + " (shape " + s.to_string() + ")");
 }
 template <size_t N>
 std::array<size_t, N> dims_n(const Shape& s, const char* op) {

@@ -52,7 +52,8 @@ void Tensor::check_nested_len(size_t got, size_t want) {
   }
 }
 
-Tensor Tensor::from_raw(const void* data, size_t count, DType dtype, const Shape& shape, const Device& device) {
+Tensor Tensor::from_raw(const void* data, size_t count, DType dtype, const Shape& shape,
+                        const Device& device) {
   if (count != shape.elem_count()) {
     throw Error(ErrorKind::ShapeMismatch, "shape mismatch in from_slice, got " + std::to_string(count) +
                                               " elements for shape " + shape.to_string() + " (" +
@@ -68,10 +69,10 @@ Tensor Tensor::from_raw_buffer(std::span<const std::byte> bytes, DType dtype, co
                                const Device& device) {
   size_t es = dtype_size(dtype);
   if (bytes.size() != shape.elem_count() * es) {
-    throw Error(ErrorKind::ShapeMismatch,
-                "shape mismatch in from_raw_buffer, got " + std::to_string(bytes.size()) + " bytes for shape " +
-                    shape.to_string() + " of " + std::string(dtype_name(dtype)) + " (" +
-                    std::to_string(shape.elem_count() * es) + " bytes)");
+    throw Error(ErrorKind::ShapeMismatch, "shape mismatch in from_raw_buffer, got " +
+                                              std::to_string(bytes.size()) + " bytes for shape " +
+                                              shape.to_string() + " of " + std::string(dtype_name(dtype)) +
+                                              " (" + std::to_string(shape.elem_count() * es) + " bytes)");
   }
   return from_raw(bytes.data(), shape.elem_count(), dtype, shape, device);
 }
@@ -89,7 +90,8 @@ Tensor Tensor::full(const Scalar& value, const Shape& shape, const Device& devic
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, const Device& device) {
   if (device.is_cpu()) {
-    return from_storage(CpuStorage::zeros(dtype, shape.elem_count()), Layout::contiguous(shape), dtype, device);
+    return from_storage(CpuStorage::zeros(dtype, shape.elem_count()), Layout::contiguous(shape), dtype,
+                        device);
   }
   return full(Scalar(0), shape, dtype, device);
 }
@@ -106,11 +108,12 @@ Tensor Tensor::randn_like(double mean, double stddev) const {
 
 Tensor Tensor::rand(double lo, double up, const Shape& shape, DType dtype, const Device& device) {
   if (!dtype_is_float(dtype)) {
-    throw Error(ErrorKind::UnsupportedOp, "unsupported dtype " + std::string(dtype_name(dtype)) + " for op rand");
+    throw Error(ErrorKind::UnsupportedOp,
+                "unsupported dtype " + std::string(dtype_name(dtype)) + " for op rand");
   }
   if (!(lo <= up)) {
-    throw Error(ErrorKind::InvalidArgument, "rand: lower bound " + std::to_string(lo) +
-                                                " is above upper bound " + std::to_string(up));
+    throw Error(ErrorKind::InvalidArgument,
+                "rand: lower bound " + std::to_string(lo) + " is above upper bound " + std::to_string(up));
   }
   return from_storage(device.backend().rand_uniform(dtype, shape.elem_count(), lo, up),
                       Layout::contiguous(shape), dtype, device);
@@ -118,7 +121,8 @@ Tensor Tensor::rand(double lo, double up, const Shape& shape, DType dtype, const
 
 Tensor Tensor::randn(double mean, double stddev, const Shape& shape, DType dtype, const Device& device) {
   if (!dtype_is_float(dtype)) {
-    throw Error(ErrorKind::UnsupportedOp, "unsupported dtype " + std::string(dtype_name(dtype)) + " for op randn");
+    throw Error(ErrorKind::UnsupportedOp,
+                "unsupported dtype " + std::string(dtype_name(dtype)) + " for op randn");
   }
   if (!(stddev >= 0)) {
     throw Error(ErrorKind::InvalidArgument, "randn: negative standard deviation " + std::to_string(stddev));
@@ -164,14 +168,14 @@ Tensor Tensor::detach() const {
 
 void Tensor::copy_out(void* dst, DType want, int rank, const char* op) const {
   if (want != dtype()) {
-    throw Error(ErrorKind::DTypeMismatch, std::string("unexpected dtype in ") + op + ", expected: " +
-                                              std::string(dtype_name(want)) + ", got: " +
-                                              std::string(dtype_name(dtype())));
+    throw Error(ErrorKind::DTypeMismatch, std::string("unexpected dtype in ") + op +
+                                              ", expected: " + std::string(dtype_name(want)) +
+                                              ", got: " + std::string(dtype_name(dtype())));
   }
   if (rank >= 0 && static_cast<size_t>(rank) != this->rank()) {
-    throw Error(ErrorKind::ShapeMismatch, std::string("unexpected rank in ") + op + ", expected: " +
-                                              std::to_string(rank) + ", got: " + std::to_string(this->rank()) +
-                                              " (shape " + shape().to_string() + ")");
+    throw Error(ErrorKind::ShapeMismatch,
+                std::string("unexpected rank in ") + op + ", expected: " + std::to_string(rank) +
+                    ", got: " + std::to_string(this->rank()) + " (shape " + shape().to_string() + ")");
   }
   if (elem_count() == 0) return;
   auto cpu = storage()->to_cpu();
@@ -190,9 +194,9 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype()) {
-    throw Error(ErrorKind::DTypeMismatch, std::string("dtype mismatch in ") + op + ", lhs: " +
-                                              std::string(dtype_name(a.dtype())) + ", rhs: " +
-                                              std::string(dtype_name(b.dtype())));
+    throw Error(ErrorKind::DTypeMismatch, std::string("dtype mismatch in ") + op +
+                                              ", lhs: " + std::string(dtype_name(a.dtype())) +
+                                              ", rhs: " + std::string(dtype_name(b.dtype())));
   }
 }
 
@@ -205,8 +209,8 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
 
 void check_float(const Tensor& t, const char* op) {
   if (!dtype_is_float(t.dtype())) {
-    throw Error(ErrorKind::UnsupportedOp, std::string("unsupported dtype ") + std::string(dtype_name(t.dtype())) +
-                                              " for op " + op);
+    throw Error(ErrorKind::UnsupportedOp,
+                std::string("unsupported dtype ") + std::string(dtype_name(t.dtype())) + " for op " + op);
   }
 }
 

@@ -24,14 +24,20 @@ struct BinaryFn {
   template <typename C>
   CANDLE_VM_INLINE C operator()(C a, C b) const {
     if constexpr (OP == BinaryOp::Add) {
-      if constexpr (std::is_integral_v<C>) return cpu::ops::wrap_add(a, b);
-      else return a + b;
+      if constexpr (std::is_integral_v<C>)
+        return cpu::ops::wrap_add(a, b);
+      else
+        return a + b;
     } else if constexpr (OP == BinaryOp::Sub) {
-      if constexpr (std::is_integral_v<C>) return cpu::ops::wrap_sub(a, b);
-      else return a - b;
+      if constexpr (std::is_integral_v<C>)
+        return cpu::ops::wrap_sub(a, b);
+      else
+        return a - b;
     } else if constexpr (OP == BinaryOp::Mul) {
-      if constexpr (std::is_integral_v<C>) return cpu::ops::wrap_mul(a, b);
-      else return a * b;
+      if constexpr (std::is_integral_v<C>)
+        return cpu::ops::wrap_mul(a, b);
+      else
+        return a * b;
     } else if constexpr (OP == BinaryOp::Div) {
       if constexpr (std::is_integral_v<C>) {
         // Integer division by zero would trap (candle panics); it gives 0 here. MIN / -1
@@ -45,11 +51,15 @@ struct BinaryFn {
         return a / b;
       }
     } else if constexpr (OP == BinaryOp::Maximum) {
-      if constexpr (std::is_integral_v<C>) return a < b ? b : a;
-      else return (a > b || a != a) ? a : b;  // NaN in either operand gives NaN
+      if constexpr (std::is_integral_v<C>)
+        return a < b ? b : a;
+      else
+        return (a > b || a != a) ? a : b;  // NaN in either operand gives NaN
     } else if constexpr (OP == BinaryOp::Minimum) {
-      if constexpr (std::is_integral_v<C>) return b < a ? b : a;
-      else return (a < b || a != a) ? a : b;
+      if constexpr (std::is_integral_v<C>)
+        return b < a ? b : a;
+      else
+        return (a < b || a != a) ? a : b;
     } else {
       static_assert(OP == BinaryOp::Pow);
       // candle computes exp(rhs * log(lhs)), which is NaN for every negative base (even
@@ -63,12 +73,18 @@ template <CmpOp OP>
 struct CmpFn {
   template <typename C>
   CANDLE_VM_INLINE uint8_t operator()(C a, C b) const {
-    if constexpr (OP == CmpOp::Eq) return a == b;
-    else if constexpr (OP == CmpOp::Ne) return a != b;
-    else if constexpr (OP == CmpOp::Lt) return a < b;
-    else if constexpr (OP == CmpOp::Le) return a <= b;
-    else if constexpr (OP == CmpOp::Gt) return a > b;
-    else return a >= b;
+    if constexpr (OP == CmpOp::Eq)
+      return a == b;
+    else if constexpr (OP == CmpOp::Ne)
+      return a != b;
+    else if constexpr (OP == CmpOp::Lt)
+      return a < b;
+    else if constexpr (OP == CmpOp::Le)
+      return a <= b;
+    else if constexpr (OP == CmpOp::Gt)
+      return a > b;
+    else
+      return a >= b;
   }
 };
 
@@ -128,16 +144,18 @@ CANDLE_EW_KERNEL void select_row(const I* c, size_t cs, const V* t, size_t ts, c
 
 const CpuStorage& as_cpu(const BackendStorage& s, const char* op) {
   auto* c = dynamic_cast<const CpuStorage*>(&s);
-  if (!c) throw Error(ErrorKind::DeviceMismatch, std::string("device mismatch in ") + op + ": operand is not on the cpu");
+  if (!c)
+    throw Error(ErrorKind::DeviceMismatch,
+                std::string("device mismatch in ") + op + ": operand is not on the cpu");
   return *c;
 }
 
 void check_operands(const CpuStorage& lhs, const Layout& ll, const CpuStorage& rhs, const Layout& rl,
                     const char* op) {
   if (lhs.dtype() != rhs.dtype()) {
-    throw Error(ErrorKind::DTypeMismatch, std::string("dtype mismatch in ") + op + ", lhs: " +
-                                              std::string(dtype_name(lhs.dtype())) + ", rhs: " +
-                                              std::string(dtype_name(rhs.dtype())));
+    throw Error(ErrorKind::DTypeMismatch, std::string("dtype mismatch in ") + op +
+                                              ", lhs: " + std::string(dtype_name(lhs.dtype())) +
+                                              ", rhs: " + std::string(dtype_name(rhs.dtype())));
   }
   if (ll.shape() != rl.shape()) {
     throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", lhs: " +
@@ -183,10 +201,22 @@ void zip(const T* a, const Layout& al, const T* b, const Layout& bl, R* y, F f) 
 
 template <size_t N>
 struct UIntOfSize;
-template <> struct UIntOfSize<1> { using type = uint8_t; };
-template <> struct UIntOfSize<2> { using type = uint16_t; };
-template <> struct UIntOfSize<4> { using type = uint32_t; };
-template <> struct UIntOfSize<8> { using type = uint64_t; };
+template <>
+struct UIntOfSize<1> {
+  using type = uint8_t;
+};
+template <>
+struct UIntOfSize<2> {
+  using type = uint16_t;
+};
+template <>
+struct UIntOfSize<4> {
+  using type = uint32_t;
+};
+template <>
+struct UIntOfSize<8> {
+  using type = uint64_t;
+};
 
 }  // namespace
 
@@ -196,7 +226,8 @@ StoragePtr CpuStorage::binary(BinaryOp op, const Layout& lhs_l, const BackendSto
   const CpuStorage& rhs = as_cpu(rhs_base, name);
   check_operands(*this, lhs_l, rhs, rhs_l, name);
   if (op == BinaryOp::Pow && dtype_is_int(dtype_)) {
-    throw Error(ErrorKind::UnsupportedOp, "unsupported dtype " + std::string(dtype_name(dtype_)) + " for op pow");
+    throw Error(ErrorKind::UnsupportedOp,
+                "unsupported dtype " + std::string(dtype_name(dtype_)) + " for op pow");
   }
   auto out = CpuStorage::alloc(dtype_, lhs_l.elem_count());
   with_binary_op(op, [&]<BinaryOp OP>() {
@@ -223,19 +254,20 @@ StoragePtr CpuStorage::cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& 
   return out;
 }
 
-StoragePtr CpuStorage::where_cond(const Layout& cond_l, const BackendStorage& on_true_base,
-                                  const Layout& t_l, const BackendStorage& on_false_base,
-                                  const Layout& f_l) const {
+StoragePtr CpuStorage::where_cond(const Layout& cond_l, const BackendStorage& on_true_base, const Layout& t_l,
+                                  const BackendStorage& on_false_base, const Layout& f_l) const {
   const CpuStorage& on_true = as_cpu(on_true_base, "where_cond");
   const CpuStorage& on_false = as_cpu(on_false_base, "where_cond");
   if (!dtype_is_int(dtype_)) {
-    throw Error(ErrorKind::DTypeMismatch, "unexpected dtype in where_cond: the condition must be an integer dtype, got " +
-                                              std::string(dtype_name(dtype_)));
+    throw Error(ErrorKind::DTypeMismatch,
+                "unexpected dtype in where_cond: the condition must be an integer dtype, got " +
+                    std::string(dtype_name(dtype_)));
   }
   check_operands(on_true, t_l, on_false, f_l, "where_cond");
   if (cond_l.shape() != t_l.shape()) {
-    throw Error(ErrorKind::ShapeMismatch, "shape mismatch in where_cond, cond: " + cond_l.shape().to_string() +
-                                              ", on_true: " + t_l.shape().to_string());
+    throw Error(ErrorKind::ShapeMismatch,
+                "shape mismatch in where_cond, cond: " + cond_l.shape().to_string() +
+                    ", on_true: " + t_l.shape().to_string());
   }
   if (cond_l.elem_count() && cond_l.max_offset_exclusive() > n_) {
     throw Error(ErrorKind::Internal, "cpu where_cond: layout reaches past the storage");

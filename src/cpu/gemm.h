@@ -31,7 +31,8 @@ const char* gemm_builtin_kernel_name();
 // The GEMM this build uses for f32/f64: OpenBLAS when CANDLE_HAVE_OPENBLAS (run single-threaded
 // on tiles that depend only on the shape, so the result does not depend on the thread
 // count), else gemm_builtin. Same contract as gemm_builtin.
-void gemm(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float* c, size_t ldc, bool accumulate);
+void gemm(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float* c, size_t ldc,
+          bool accumulate);
 void gemm(size_t m, size_t n, size_t k, MatRef<double> a, MatRef<double> b, double* c, size_t ldc,
           bool accumulate);
 

@@ -96,13 +96,14 @@ __attribute__((target("avx512f,fma"))) void ukernel_f64_avx512(size_t kc, const 
   ukernel_body<double, 8, 16, 64>(kc, a, b, c, ldc, mr, nr, acc);
 }
 __attribute__((target("avx2,fma"))) void ukernel_f64_avx2(size_t kc, const double* a, const double* b,
-                                                          double* c, size_t ldc, size_t mr, size_t nr, bool acc) {
+                                                          double* c, size_t ldc, size_t mr, size_t nr,
+                                                          bool acc) {
   ukernel_body<double, 6, 8, 32>(kc, a, b, c, ldc, mr, nr, acc);
 }
 #endif
 // 128-bit vectors: SSE2 on plain x86-64, NEON, WASM SIMD.
-void ukernel_f32_generic(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t mr, size_t nr,
-                         bool acc) {
+void ukernel_f32_generic(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t mr,
+                         size_t nr, bool acc) {
   ukernel_body<float, 4, 8, 16>(kc, a, b, c, ldc, mr, nr, acc);
 }
 void ukernel_f64_generic(size_t kc, const double* a, const double* b, double* c, size_t ldc, size_t mr,
@@ -262,7 +263,8 @@ void gemm_blocked(const KernelConfig<T>& cfg, size_t m, size_t n, size_t k, MatR
             const T* bs = bp + (jr / NR) * kc * NR;
             const size_t nr = std::min(NR, nc - jr);
             for (size_t ir = ib * MC; ir < i_end; ir += MR) {
-              cfg.fn(kc, ap + (ir / MR) * kc * MR, bs, c + ir * ldc + jc + jr, ldc, std::min(MR, m - ir), nr, acc);
+              cfg.fn(kc, ap + (ir / MR) * kc * MR, bs, c + ir * ldc + jc + jr, ldc, std::min(MR, m - ir), nr,
+                     acc);
             }
           }
         }

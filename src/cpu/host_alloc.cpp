@@ -14,8 +14,8 @@
 namespace candle {
 namespace {
 
-constexpr size_t kSmall = 1 << 20;     // below: plain aligned_alloc, no cache
-constexpr size_t kHuge = 2 << 20;      // large blocks are aligned to huge pages
+constexpr size_t kSmall = 1 << 20;  // below: plain aligned_alloc, no cache
+constexpr size_t kHuge = 2 << 20;   // large blocks are aligned to huge pages
 
 // Rounds a large size up to a size class (at most 1/8 above the request), so that tensors of
 // nearly the same size share cached blocks.

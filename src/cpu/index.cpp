@@ -25,10 +25,18 @@ namespace {
 
 // Unsigned words of each element size that may alias any element type: the pure copies
 // (index_select, gather, scatter) only move elements, so they are instantiated per size.
-struct __attribute__((may_alias)) Word1 { uint8_t v; };
-struct __attribute__((may_alias)) Word2 { uint16_t v; };
-struct __attribute__((may_alias)) Word4 { uint32_t v; };
-struct __attribute__((may_alias)) Word8 { uint64_t v; };
+struct __attribute__((may_alias)) Word1 {
+  uint8_t v;
+};
+struct __attribute__((may_alias)) Word2 {
+  uint16_t v;
+};
+struct __attribute__((may_alias)) Word4 {
+  uint32_t v;
+};
+struct __attribute__((may_alias)) Word8 {
+  uint64_t v;
+};
 
 template <typename Fn>
 decltype(auto) dispatch_elem_size(size_t size, Fn&& fn) {
@@ -65,9 +73,12 @@ struct Split {
 Split split_at(const Shape& shape, size_t dim) {
   Split s;
   for (size_t i = 0; i < shape.rank(); ++i) {
-    if (i < dim) s.left *= shape[i];
-    else if (i == dim) s.dim = shape[i];
-    else s.right *= shape[i];
+    if (i < dim)
+      s.left *= shape[i];
+    else if (i == dim)
+      s.dim = shape[i];
+    else
+      s.right *= shape[i];
   }
   return s;
 }
@@ -92,7 +103,8 @@ struct ContiguousInput {
   std::shared_ptr<CpuStorage> owner;
 };
 
-ContiguousInput contiguous_input(const CpuStorage& s, const Layout& l, const char* op, bool force_copy = false) {
+ContiguousInput contiguous_input(const CpuStorage& s, const Layout& l, const char* op,
+                                 bool force_copy = false) {
   ContiguousInput in;
   if (l.elem_count() == 0) return in;
   internal_check(l.max_offset_exclusive() <= s.elem_count(), op, "layout out of the storage's bounds");
@@ -281,15 +293,19 @@ void scatter_kernel(T* dst, const T* src, const I* ids, const Split& dst_sp, siz
           for (size_t r = r0; r < r1; ++r) {
             if (is_skip_id(idrow[r])) continue;
             T& out = d[static_cast<size_t>(idrow[r]) * right + r];
-            if constexpr (kAdd) add_into(out, srow[r]);
-            else out = srow[r];
+            if constexpr (kAdd)
+              add_into(out, srow[r]);
+            else
+              out = srow[r];
           }
         } else {
           if (is_skip_id(ids[k])) continue;
           T* drow = d + static_cast<size_t>(ids[k]) * right;
           for (size_t r = r0; r < r1; ++r) {
-            if constexpr (kAdd) add_into(drow[r], srow[r]);
-            else drow[r] = srow[r];
+            if constexpr (kAdd)
+              add_into(drow[r], srow[r]);
+            else
+              drow[r] = srow[r];
           }
         }
       }
@@ -306,11 +322,11 @@ void scatter_in_place(CpuStorage& self, const Layout& l, const BackendStorage& i
   internal_check(dim < l.shape().rank(), op, "dim out of range");
   internal_check(src->dtype() == self.dtype(), op, "source dtype differs from the destination's");
   internal_check(same_dims_except(l.shape(), src_l.shape(), dim) && ids_l.shape() == src_l.shape(), op,
-                 "shapes do not match, dst: " + l.shape().to_string() + ", ids: " + ids_l.shape().to_string() +
-                     ", src: " + src_l.shape().to_string());
+                 "shapes do not match, dst: " + l.shape().to_string() +
+                     ", ids: " + ids_l.shape().to_string() + ", src: " + src_l.shape().to_string());
   if (!l.is_contiguous()) {
-    throw Error(ErrorKind::InvalidArgument, std::string(op) + " requires a contiguous destination, got shape " +
-                                                l.shape().to_string());
+    throw Error(ErrorKind::InvalidArgument,
+                std::string(op) + " requires a contiguous destination, got shape " + l.shape().to_string());
   }
   internal_check(l.max_offset_exclusive() <= self.elem_count(), op, "layout out of the storage's bounds");
   size_t n_src = src_l.elem_count();
@@ -327,11 +343,13 @@ void scatter_in_place(CpuStorage& self, const Layout& l, const BackendStorage& i
     check_ids(id, n_src, sp.dim, op, dim, l.shape());
     if constexpr (kAdd) {
       dispatch(self.dtype(), [&]<typename T>() {
-        scatter_kernel<true, true>(reinterpret_cast<T*>(out), reinterpret_cast<const T*>(src_in.data), id, sp, n);
+        scatter_kernel<true, true>(reinterpret_cast<T*>(out), reinterpret_cast<const T*>(src_in.data), id, sp,
+                                   n);
       });
     } else {
       dispatch_elem_size(es, [&]<typename W>() {
-        scatter_kernel<false, true>(reinterpret_cast<W*>(out), reinterpret_cast<const W*>(src_in.data), id, sp, n);
+        scatter_kernel<false, true>(reinterpret_cast<W*>(out), reinterpret_cast<const W*>(src_in.data), id,
+                                    sp, n);
       });
     }
   });
@@ -355,7 +373,8 @@ StoragePtr CpuStorage::index_select(const Layout& l, const BackendStorage& ids_b
     if (out->elem_count() == 0) return;
     ContiguousInput src = contiguous_input(*this, l, op);
     dispatch_elem_size(dtype_size(dtype_), [&]<typename W>() {
-      index_select_kernel(reinterpret_cast<const W*>(src.data), id, reinterpret_cast<W*>(out->bytes()), sp, n);
+      index_select_kernel(reinterpret_cast<const W*>(src.data), id, reinterpret_cast<W*>(out->bytes()), sp,
+                          n);
     });
   });
   return out;
@@ -366,8 +385,9 @@ StoragePtr CpuStorage::gather(const Layout& l, const BackendStorage& ids_base, c
   const char* op = "gather";
   auto ids = ids_base.to_cpu();
   internal_check(dim < l.shape().rank(), op, "dim out of range");
-  internal_check(same_dims_except(l.shape(), ids_l.shape(), dim), op,
-                 "shapes do not match, self: " + l.shape().to_string() + ", ids: " + ids_l.shape().to_string());
+  internal_check(
+      same_dims_except(l.shape(), ids_l.shape(), dim), op,
+      "shapes do not match, self: " + l.shape().to_string() + ", ids: " + ids_l.shape().to_string());
   size_t count = ids_l.elem_count();
   auto out = CpuStorage::alloc(dtype_, count);
   if (count == 0) return out;
@@ -378,7 +398,8 @@ StoragePtr CpuStorage::gather(const Layout& l, const BackendStorage& ids_base, c
     const I* id = reinterpret_cast<const I*>(id_in.data);
     ContiguousInput src = contiguous_input(*this, l, op);
     size_t bad = dispatch_elem_size(dtype_size(dtype_), [&]<typename W>() {
-      return gather_kernel(reinterpret_cast<const W*>(src.data), id, reinterpret_cast<W*>(out->bytes()), sp, n);
+      return gather_kernel(reinterpret_cast<const W*>(src.data), id, reinterpret_cast<W*>(out->bytes()), sp,
+                           n);
     });
     if (bad != SIZE_MAX) throw_index_out_of_range(static_cast<int64_t>(id[bad]), sp.dim, op, dim, l.shape());
   });
@@ -395,8 +416,8 @@ StoragePtr CpuStorage::index_add(const Layout& l, const BackendStorage& ids_base
   internal_check(ids_l.shape().rank() == 1 && same_dims_except(l.shape(), src_l.shape(), dim) &&
                      src_l.shape()[dim] == ids_l.shape()[0],
                  op,
-                 "shapes do not match, self: " + l.shape().to_string() + ", ids: " + ids_l.shape().to_string() +
-                     ", src: " + src_l.shape().to_string());
+                 "shapes do not match, self: " + l.shape().to_string() +
+                     ", ids: " + ids_l.shape().to_string() + ", src: " + src_l.shape().to_string());
   size_t n = ids_l.shape()[0];
   Split sp = split_at(l.shape(), dim);
   ContiguousInput id_in = contiguous_input(*ids, ids_l, op);

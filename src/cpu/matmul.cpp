@@ -45,8 +45,9 @@ bool use_openblas() {
     }
     if (!has_avx2()) return true;
     std::string_view core = openblas_get_corename();
-    for (std::string_view old : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai",
-                                 "Coppermine", "Northwood", "Banias", "Sandybridge", "Opteron", "Barcelona"}) {
+    for (std::string_view old :
+         {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Coppermine", "Northwood",
+          "Banias", "Sandybridge", "Opteron", "Barcelona"}) {
       if (core == old) return false;
     }
     return true;
@@ -178,10 +179,14 @@ Tiling choose_tiles(size_t m, size_t n, size_t k) {
   auto halve = [](size_t x) { return ((x + 1) / 2 + 15) / 16 * 16; };
   size_t mt = m, nt = n;
   while (((m + mt - 1) / mt) * ((n + nt - 1) / nt) < target) {
-    if (mt >= nt && mt >= 2 * kMinTile) mt = halve(mt);
-    else if (nt >= 2 * kMinTile) nt = halve(nt);
-    else if (mt >= 2 * kMinTile) mt = halve(mt);
-    else break;
+    if (mt >= nt && mt >= 2 * kMinTile)
+      mt = halve(mt);
+    else if (nt >= 2 * kMinTile)
+      nt = halve(nt);
+    else if (mt >= 2 * kMinTile)
+      mt = halve(mt);
+    else
+      break;
   }
   return {mt, nt, (m + mt - 1) / mt, (n + nt - 1) / nt};
 }
@@ -198,7 +203,8 @@ void cblas_call(bool ta, bool tb, size_t m, size_t n, size_t k, const double* a,
 }
 
 template <typename T>
-void gemm_openblas(size_t m, size_t n, size_t k, MatRef<T> a, MatRef<T> b, T* c, size_t ldc, bool accumulate) {
+void gemm_openblas(size_t m, size_t n, size_t k, MatRef<T> a, MatRef<T> b, T* c, size_t ldc,
+                   bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!accumulate) zero_rows(c, m, n, ldc);
@@ -239,7 +245,7 @@ void gemm_openblas(size_t m, size_t n, size_t k, MatRef<T> a, MatRef<T> b, T* c,
 // floats, so the result holds with denormals-are-zero set too.
 inline float f16_bits_to_f32(uint16_t h) {
   const uint32_t em = h & 0x7fffu;
-  const float subnormal = static_cast<float>(em) * 5.9604644775390625e-08f;  // em * 2^-24
+  const float subnormal = static_cast<float>(em) * 5.9604644775390625e-08f;          // em * 2^-24
   uint32_t r = em >= 0x7c00u ? (em << 13) | 0x7f800000u : (em << 13) + 0x38000000u;  // rebias by 112
   r = em < 0x400u ? std::bit_cast<uint32_t>(subnormal) : r;
   return std::bit_cast<float>(r | (static_cast<uint32_t>(h & 0x8000u) << 16));
@@ -301,8 +307,10 @@ void run_from_f32(const float* src, size_t n, T* dst) {
 
 template <typename T>
 float elem_to_f32(T v) {
-  if constexpr (std::is_same_v<T, f16>) return f16_bits_to_f32(v.bits);
-  else return static_cast<float>(v);
+  if constexpr (std::is_same_v<T, f16>)
+    return f16_bits_to_f32(v.bits);
+  else
+    return static_cast<float>(v);
 }
 
 // An f32 copy of a rows x cols view, reading runs of consecutive elements: a column-major
@@ -362,7 +370,8 @@ constexpr size_t kBatchParallelWork = size_t{1} << 21;
 
 }  // namespace
 
-void gemm(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float* c, size_t ldc, bool accumulate) {
+void gemm(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float* c, size_t ldc,
+          bool accumulate) {
 #ifdef CANDLE_HAVE_OPENBLAS
   if (use_openblas()) return gemm_openblas(m, n, k, a, b, c, ldc, accumulate);
 #endif

@@ -28,7 +28,7 @@ void parallel_for(size_t n, size_t grain, Fn&& fn) {
     return;
   }
   std::exception_ptr err;
-#pragma omp parallel num_threads(static_cast<int>(chunks))
+#pragma omp parallel num_threads(static_cast <int>(chunks))
   {
     size_t t = static_cast<size_t>(omp_get_thread_num());
     size_t nt = static_cast<size_t>(omp_get_num_threads());

@@ -160,9 +160,8 @@ void copy_signed_strided(const CpuStorage& src, int64_t offset, const std::vecto
     ms.push_back(1);
   }
   size_t es = dtype_size(src.dtype());
-  dispatch_elem_size(es, [&]<typename E>() {
-    copy_signed_typed<E>(src.data<E>(), offset, md, ms, dst.data<E>() + dst_o);
-  });
+  dispatch_elem_size(
+      es, [&]<typename E>() { copy_signed_typed<E>(src.data<E>(), offset, md, ms, dst.data<E>() + dst_o); });
 }
 
 }  // namespace candle::cpu

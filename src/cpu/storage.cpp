@@ -46,8 +46,10 @@ void copy_strided_typed(const std::byte* src, std::byte* dst, const Layout& l) {
   const E* s = reinterpret_cast<const E*>(src);
   E* d = reinterpret_cast<E*>(dst);
   cpu::for_each_block(l, [&](size_t so, size_t di, size_t len) {
-    if (len == 1) d[di] = s[so];
-    else std::memcpy(d + di, s + so, len * ESize);
+    if (len == 1)
+      d[di] = s[so];
+    else
+      std::memcpy(d + di, s + so, len * ESize);
   });
 }
 
@@ -94,7 +96,8 @@ void CpuStorage::copy2d(BackendStorage& dst_base, size_t d1, size_t d2, size_t s
 }
 
 void CpuStorage::const_set(const Scalar& v, const Layout& l) {
-  if (l.elem_count() && l.max_offset_exclusive() > n_) throw Error(ErrorKind::Internal, "const_set: out of bounds");
+  if (l.elem_count() && l.max_offset_exclusive() > n_)
+    throw Error(ErrorKind::Internal, "const_set: out of bounds");
   dispatch(dtype_, [&]<typename T>() {
     T value = v.as<T>();
     T* d = data<T>();

@@ -105,8 +105,10 @@ struct EluOp {
   C alpha;
   C operator()(C x) const {
     C em1;
-    if constexpr (std::is_same_v<C, float>) em1 = cpu::vm::expm1_f32(x);
-    else em1 = std::expm1(x);
+    if constexpr (std::is_same_v<C, float>)
+      em1 = cpu::vm::expm1_f32(x);
+    else
+      em1 = std::expm1(x);
     return x >= C(0) ? x : alpha * em1;
   }
 };

@@ -41,10 +41,8 @@ constexpr bool unary_supports_int(UnaryOp op) {
     case UnaryOp::Sign:
     case UnaryOp::Ceil:
     case UnaryOp::Floor:
-    case UnaryOp::Round:
-      return true;
-    default:
-      return false;
+    case UnaryOp::Round: return true;
+    default: return false;
   }
 }
 
@@ -55,21 +53,30 @@ struct UnaryFn {
   CANDLE_VM_INLINE C operator()(C x) const {
     constexpr bool is_f32 = std::is_same_v<C, float>;
     if constexpr (std::is_integral_v<C>) {
-      if constexpr (OP == UnaryOp::Neg) return wrap_sub(C(0), x);
+      if constexpr (OP == UnaryOp::Neg)
+        return wrap_sub(C(0), x);
       else if constexpr (OP == UnaryOp::Abs) {
-        if constexpr (std::is_signed_v<C>) return x < 0 ? wrap_sub(C(0), x) : x;
-        else return x;
-      } else if constexpr (OP == UnaryOp::Sqr) return wrap_mul(x, x);
-      else if constexpr (OP == UnaryOp::Relu) return x > 0 ? x : C(0);
-      else if constexpr (OP == UnaryOp::Sign) return static_cast<C>((x > 0) - (x < 0));
-      else return x;  // ceil, floor, round
+        if constexpr (std::is_signed_v<C>)
+          return x < 0 ? wrap_sub(C(0), x) : x;
+        else
+          return x;
+      } else if constexpr (OP == UnaryOp::Sqr)
+        return wrap_mul(x, x);
+      else if constexpr (OP == UnaryOp::Relu)
+        return x > 0 ? x : C(0);
+      else if constexpr (OP == UnaryOp::Sign)
+        return static_cast<C>((x > 0) - (x < 0));
+      else
+        return x;  // ceil, floor, round
     } else if constexpr (OP == UnaryOp::Neg) {
       return -x;
     } else if constexpr (OP == UnaryOp::Recip) {
       return C(1) / x;
     } else if constexpr (OP == UnaryOp::Exp) {
-      if constexpr (is_f32) return vm::exp_f32(x);
-      else return std::exp(x);
+      if constexpr (is_f32)
+        return vm::exp_f32(x);
+      else
+        return std::exp(x);
     } else if constexpr (OP == UnaryOp::Log) {
       return std::log(x);
     } else if constexpr (OP == UnaryOp::Sin) {
@@ -77,8 +84,10 @@ struct UnaryFn {
     } else if constexpr (OP == UnaryOp::Cos) {
       return std::cos(x);
     } else if constexpr (OP == UnaryOp::Tanh) {
-      if constexpr (is_f32) return vm::tanh_f32(x);
-      else return std::tanh(x);
+      if constexpr (is_f32)
+        return vm::tanh_f32(x);
+      else
+        return std::tanh(x);
     } else if constexpr (OP == UnaryOp::Abs) {
       return std::fabs(x);
     } else if constexpr (OP == UnaryOp::Sqr) {
@@ -94,19 +103,27 @@ struct UnaryFn {
         return x / (C(1) + std::exp(-u2));
       }
     } else if constexpr (OP == UnaryOp::GeluErf) {
-      if constexpr (is_f32) return vm::gelu_erf_f32(x);
-      else return C(0.5) * x * std::erfc(-x * C(0.70710678118654752440));
+      if constexpr (is_f32)
+        return vm::gelu_erf_f32(x);
+      else
+        return C(0.5) * x * std::erfc(-x * C(0.70710678118654752440));
     } else if constexpr (OP == UnaryOp::Erf) {
-      if constexpr (is_f32) return vm::erf_f32(x);
-      else return std::erf(x);
+      if constexpr (is_f32)
+        return vm::erf_f32(x);
+      else
+        return std::erf(x);
     } else if constexpr (OP == UnaryOp::Relu) {
       return x > C(0) ? x : C(0);  // NaN -> 0, as candle's max(x, 0)
     } else if constexpr (OP == UnaryOp::Silu) {
-      if constexpr (is_f32) return vm::silu_f32(x);
-      else return x / (C(1) + std::exp(-x));
+      if constexpr (is_f32)
+        return vm::silu_f32(x);
+      else
+        return x / (C(1) + std::exp(-x));
     } else if constexpr (OP == UnaryOp::Sigmoid) {
-      if constexpr (is_f32) return vm::sigmoid_f32(x);
-      else return C(1) / (C(1) + std::exp(-x));
+      if constexpr (is_f32)
+        return vm::sigmoid_f32(x);
+      else
+        return C(1) / (C(1) + std::exp(-x));
     } else if constexpr (OP == UnaryOp::Ceil) {
       return std::ceil(x);
     } else if constexpr (OP == UnaryOp::Floor) {

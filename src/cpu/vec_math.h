@@ -34,12 +34,12 @@ constexpr float kLn2Lo = -2.12194440e-4f;
 
 // expm1(r) for |r| <= ln(2)/2: Taylor series to degree 8 (truncation error < 6e-10 relative).
 CANDLE_VM_INLINE float expm1_reduced(float r) {
-  float p = 2.48015873e-5f;             // 1/8!
-  p = p * r + 1.98412698e-4f;           // 1/7!
-  p = p * r + 1.38888889e-3f;           // 1/6!
-  p = p * r + 8.33333333e-3f;           // 1/5!
-  p = p * r + 4.16666667e-2f;           // 1/4!
-  p = p * r + 1.66666667e-1f;           // 1/3!
+  float p = 2.48015873e-5f;    // 1/8!
+  p = p * r + 1.98412698e-4f;  // 1/7!
+  p = p * r + 1.38888889e-3f;  // 1/6!
+  p = p * r + 8.33333333e-3f;  // 1/5!
+  p = p * r + 4.16666667e-2f;  // 1/4!
+  p = p * r + 1.66666667e-1f;  // 1/3!
   p = p * r + 0.5f;
   return r + (r * r) * p;
 }

@@ -116,7 +116,8 @@ void AtomicFile::commit() {
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) throw io_error("cannot write", tmp_, errno);
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) throw io_error("cannot rename temporary file onto", path_, errno);
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw io_error("cannot rename temporary file onto", path_, errno);
   committed_ = true;
 }
 

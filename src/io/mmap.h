@@ -27,7 +27,8 @@ class MmapedFile {
   bool contains(const void* p, size_t n) const;
 
  private:
-  MmapedFile(std::string path, std::byte* data, size_t size) : path_(std::move(path)), data_(data), size_(size) {}
+  MmapedFile(std::string path, std::byte* data, size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
   std::string path_;
   std::byte* data_;
   size_t size_;

@@ -27,7 +27,7 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 
 struct NpyDescr {
-  char kind = 0;        // b u i f
+  char kind = 0;         // b u i f
   size_t item_size = 0;  // in the file
   bool big_endian = false;
   DType dtype = DType::U8;  // of the tensor we make
@@ -80,7 +80,8 @@ class HeaderParser {
     ++pos_;
     skip_ws();
     if (pos_ != s_.size()) fail("trailing characters after the header dict");
-    if (!seen_descr || !seen_order || !seen_shape) fail("header lacks one of 'descr', 'fortran_order', 'shape'");
+    if (!seen_descr || !seen_order || !seen_shape)
+      fail("header lacks one of 'descr', 'fortran_order', 'shape'");
     return h;
   }
 
@@ -91,7 +92,8 @@ class HeaderParser {
   }
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
   void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+      ++pos_;
   }
   void expect(char c) {
     skip_ws();
@@ -127,7 +129,8 @@ class HeaderParser {
     while (true) {
       skip_ws();
       if (peek() == ')') break;
-      if (peek() < '0' || peek() > '9') fail("expected a non-negative integer in 'shape' at byte " + std::to_string(pos_));
+      if (peek() < '0' || peek() > '9')
+        fail("expected a non-negative integer in 'shape' at byte " + std::to_string(pos_));
       size_t v = 0;
       while (peek() >= '0' && peek() <= '9') {
         size_t d = static_cast<size_t>(peek() - '0');
@@ -157,26 +160,40 @@ class HeaderParser {
     r.big_endian = d[0] == '>';
     r.kind = d[1];
     std::string_view size = std::string_view(d).substr(2);
-    if (size == "1") r.item_size = 1;
-    else if (size == "2") r.item_size = 2;
-    else if (size == "4") r.item_size = 4;
-    else if (size == "8") r.item_size = 8;
+    if (size == "1")
+      r.item_size = 1;
+    else if (size == "2")
+      r.item_size = 2;
+    else if (size == "4")
+      r.item_size = 4;
+    else if (size == "8")
+      r.item_size = 8;
     std::optional<DType> dt;
     switch (r.kind) {
-      case 'b': if (r.item_size == 1) dt = DType::U8; break;
-      case 'u':
+      case 'b':
         if (r.item_size == 1) dt = DType::U8;
-        else if (r.item_size == 2 || r.item_size == 4) dt = DType::U32;
+        break;
+      case 'u':
+        if (r.item_size == 1)
+          dt = DType::U8;
+        else if (r.item_size == 2 || r.item_size == 4)
+          dt = DType::U32;
         break;
       case 'i':
-        if (r.item_size == 1 || r.item_size == 2) dt = DType::I16;
-        else if (r.item_size == 4) dt = DType::I32;
-        else if (r.item_size == 8) dt = DType::I64;
+        if (r.item_size == 1 || r.item_size == 2)
+          dt = DType::I16;
+        else if (r.item_size == 4)
+          dt = DType::I32;
+        else if (r.item_size == 8)
+          dt = DType::I64;
         break;
       case 'f':
-        if (r.item_size == 2) dt = DType::F16;
-        else if (r.item_size == 4) dt = DType::F32;
-        else if (r.item_size == 8) dt = DType::F64;
+        if (r.item_size == 2)
+          dt = DType::F16;
+        else if (r.item_size == 4)
+          dt = DType::F32;
+        else if (r.item_size == 8)
+          dt = DType::F64;
         break;
       default: break;
     }
@@ -201,9 +218,12 @@ NpyHeader parse_header(std::span<const std::byte> data, const std::string& label
   auto major = static_cast<uint8_t>(data[6]);
   auto minor = static_cast<uint8_t>(data[7]);
   size_t len_bytes;
-  if (major == 1 && minor == 0) len_bytes = 2;
-  else if ((major == 2 || major == 3) && minor == 0) len_bytes = 4;
-  else throw fail("unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor));
+  if (major == 1 && minor == 0)
+    len_bytes = 2;
+  else if ((major == 2 || major == 3) && minor == 0)
+    len_bytes = 4;
+  else
+    throw fail("unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor));
   size_t prefix = kMagicLen + 2 + len_bytes;
   if (data.size() < prefix) throw fail("truncated header");
   uint64_t header_len = 0;
@@ -236,9 +256,10 @@ Tensor parse_npy(std::span<const std::byte> data, const Device& device, const st
   }
   size_t avail = data.size() - h.data_offset;
   if (count > avail / h.descr.item_size) {
-    throw Error(ErrorKind::Parse, label + ": data is truncated: shape " + Shape(h.shape).to_string() + " needs " +
-                                      std::to_string(count) + " elements of " + std::to_string(h.descr.item_size) +
-                                      " bytes, " + std::to_string(avail) + " bytes present");
+    throw Error(ErrorKind::Parse, label + ": data is truncated: shape " + Shape(h.shape).to_string() +
+                                      " needs " + std::to_string(count) + " elements of " +
+                                      std::to_string(h.descr.item_size) + " bytes, " + std::to_string(avail) +
+                                      " bytes present");
   }
   const std::byte* src = data.data() + h.data_offset;
   const size_t isz = h.descr.item_size;
@@ -289,8 +310,9 @@ std::string npy_descr(DType dt) {
     case DType::F32: return "<f4";
     case DType::F64: return "<f8";
     default:
-      throw Error(ErrorKind::UnsupportedOp, "npy: dtype " + std::string(dtype_name(dt)) +
-                                                " has no NumPy equivalent; convert it first (e.g. to_dtype(F32))");
+      throw Error(ErrorKind::UnsupportedOp,
+                  "npy: dtype " + std::string(dtype_name(dt)) +
+                      " has no NumPy equivalent; convert it first (e.g. to_dtype(F32))");
   }
 }
 
@@ -382,7 +404,8 @@ Tensor read_npz_by_name(const std::string& path, const std::string& name, const 
   io::zip::Reader zip(map->bytes(), "npz file '" + path + "'");
   const io::zip::Entry* e = zip.find(name + ".npy");
   if (!e) e = zip.find(name);
-  if (!e) throw Error(ErrorKind::InvalidArgument, "npz file '" + path + "' has no array named '" + name + "'");
+  if (!e)
+    throw Error(ErrorKind::InvalidArgument, "npz file '" + path + "' has no array named '" + name + "'");
   std::vector<std::byte> scratch;
   return parse_npy(zip.read(*e, scratch), device, member_label(path, e->name));
 }

@@ -10,11 +10,10 @@
 // spaces to a multiple of 8).
 #include "candle/io/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 
@@ -104,7 +103,7 @@ struct TensorInfo {
 struct Header {
   std::vector<TensorInfo> tensors;  // in header order
   std::map<std::string, std::string> metadata;
-  uint64_t data_start = 0;          // absolute offset of the data buffer
+  uint64_t data_start = 0;  // absolute offset of the data buffer
 };
 
 uint64_t json_size(const nlohmann::json& v, const std::string& what, const std::string& where) {
@@ -116,13 +115,15 @@ uint64_t json_size(const nlohmann::json& v, const std::string& what, const std::
 
 Header parse_header(std::span<const std::byte> file, const std::string& label) {
   auto fail = [&](const std::string& msg) { return Error(ErrorKind::Parse, label + ": " + msg); };
-  if (file.size() < 8) throw fail("too short for a safetensors header (" + std::to_string(file.size()) + " bytes)");
+  if (file.size() < 8)
+    throw fail("too short for a safetensors header (" + std::to_string(file.size()) + " bytes)");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<uint8_t>(file[i])) << (8 * i);
-  if (n > kMaxHeaderSize) throw fail("header length " + std::to_string(n) + " is larger than the 100 MB limit");
+  if (n > kMaxHeaderSize)
+    throw fail("header length " + std::to_string(n) + " is larger than the 100 MB limit");
   if (n > file.size() - 8) {
-    throw fail("header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(file.size()) +
-               " bytes)");
+    throw fail("header length " + std::to_string(n) + " runs past the end of the file (" +
+               std::to_string(file.size()) + " bytes)");
   }
   Header h;
   h.data_start = 8 + n;
@@ -134,12 +135,14 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
   try {
     // The callback sees every top-level key (depth 1): a repeated tensor name is an error,
     // not a silent "last one wins".
-    j = nlohmann::json::parse(text, text + n, [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
-      if (depth == 1 && ev == nlohmann::json::parse_event_t::key && v.is_string()) {
-        if (!seen.insert(v.get<std::string>()).second && duplicate.empty()) duplicate = v.get<std::string>();
-      }
-      return true;
-    });
+    j = nlohmann::json::parse(text, text + n,
+                              [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+                                if (depth == 1 && ev == nlohmann::json::parse_event_t::key && v.is_string()) {
+                                  if (!seen.insert(v.get<std::string>()).second && duplicate.empty())
+                                    duplicate = v.get<std::string>();
+                                }
+                                return true;
+                              });
   } catch (const nlohmann::json::exception& e) {
     throw fail(std::string("invalid JSON header: ") + e.what());
   }
@@ -173,7 +176,8 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
     auto sd = st_dtype(dt);
     if (!sd) {
       if (st_dtype_known_unsupported(dt)) {
-        throw Error(ErrorKind::UnsupportedOp, where + ": safetensors dtype " + dt + " is not supported by candle-cpp");
+        throw Error(ErrorKind::UnsupportedOp,
+                    where + ": safetensors dtype " + dt + " is not supported by candle-cpp");
       }
       throw tfail("unknown dtype '" + dt + "'");
     }
@@ -181,7 +185,8 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
     size_t count = 1;
     for (const auto& d : *shape_it) {
       uint64_t dim = json_size(d, "a dimension in 'shape'", where);
-      if (dim > std::numeric_limits<size_t>::max() || (dim != 0 && count > std::numeric_limits<size_t>::max() / dim)) {
+      if (dim > std::numeric_limits<size_t>::max() ||
+          (dim != 0 && count > std::numeric_limits<size_t>::max() / dim)) {
         throw tfail("element count of shape " + shape_it->dump() + " overflows");
       }
       count *= static_cast<size_t>(dim);
@@ -195,8 +200,9 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
     }
     uint64_t nbytes = uint64_t(count) * info.dtype.file_size;
     if (info.begin > info.end || info.end - info.begin != nbytes) {
-      throw tfail("data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) + "] do not hold shape " +
-                  Shape(info.shape).to_string() + " of " + dt + " (" + std::to_string(nbytes) + " bytes)");
+      throw tfail("data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+                  "] do not hold shape " + Shape(info.shape).to_string() + " of " + dt + " (" +
+                  std::to_string(nbytes) + " bytes)");
     }
     if (info.end > buffer_len) {
       throw tfail("data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
@@ -242,12 +248,14 @@ Tensor make_tensor(const TensorInfo& info, std::span<const std::byte> file, uint
 }
 
 std::unordered_map<std::string, Tensor> load_all(std::span<const std::byte> file, const std::string& label,
-                                                 const std::shared_ptr<io::MmapedFile>& owner, const Device& device) {
+                                                 const std::shared_ptr<io::MmapedFile>& owner,
+                                                 const Device& device) {
   Header h = parse_header(file, label);
   std::unordered_map<std::string, Tensor> out;
   for (const TensorInfo& info : h.tensors) {
-    out.emplace(info.name, with_context(label + ": loading tensor '" + info.name + "'",
-                                        [&] { return make_tensor(info, file, h.data_start, owner, device); }));
+    out.emplace(info.name, with_context(label + ": loading tensor '" + info.name + "'", [&] {
+                  return make_tensor(info, file, h.data_start, owner, device);
+                }));
   }
   return out;
 }
@@ -290,7 +298,8 @@ bool valid_utf8(const std::string& s) {
 
 // A JSON string literal as serde_json writes it (control characters escaped, UTF-8 kept).
 void append_json_string(std::string& out, const std::string& s, const char* what) {
-  if (!valid_utf8(s)) throw Error(ErrorKind::InvalidArgument, std::string("safetensors: ") + what + " is not valid UTF-8");
+  if (!valid_utf8(s))
+    throw Error(ErrorKind::InvalidArgument, std::string("safetensors: ") + what + " is not valid UTF-8");
   out += '"';
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
@@ -324,8 +333,10 @@ Prepared prepare(const std::unordered_map<std::string, Tensor>& tensors,
                  const std::map<std::string, std::string>& metadata) {
   Prepared p;
   for (const auto& [name, t] : tensors) {
-    if (!t.defined()) throw Error(ErrorKind::InvalidArgument, "safetensors: tensor '" + name + "' is empty (undefined)");
-    if (name == "__metadata__") throw Error(ErrorKind::InvalidArgument, "safetensors: '__metadata__' is not a valid tensor name");
+    if (!t.defined())
+      throw Error(ErrorKind::InvalidArgument, "safetensors: tensor '" + name + "' is empty (undefined)");
+    if (name == "__metadata__")
+      throw Error(ErrorKind::InvalidArgument, "safetensors: '__metadata__' is not a valid tensor name");
     p.order.emplace_back(&name, &t);
   }
   std::sort(p.order.begin(), p.order.end(), [](const auto& a, const auto& b) {
@@ -370,8 +381,8 @@ Prepared prepare(const std::unordered_map<std::string, Tensor>& tensors,
 }
 
 template <typename Put>
-void write_all(const std::unordered_map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata,
-               Put&& put) {
+void write_all(const std::unordered_map<std::string, Tensor>& tensors,
+               const std::map<std::string, std::string>& metadata, Put&& put) {
   Prepared p = prepare(tensors, metadata);
   uint64_t n = p.header.size();
   std::byte len[8];
@@ -399,7 +410,8 @@ std::unordered_map<std::string, Tensor> load(const std::string& path, const Devi
   return detail::load_mapped(path, device).tensors;
 }
 
-std::unordered_map<std::string, Tensor> load_buffer(const std::vector<std::byte>& data, const Device& device) {
+std::unordered_map<std::string, Tensor> load_buffer(const std::vector<std::byte>& data,
+                                                    const Device& device) {
   return load_all(data, "safetensors buffer", nullptr, device);
 }
 
@@ -445,8 +457,8 @@ struct MmapedSafetensors::Impl {
         const std::string& name = f.header.tensors[i].name;
         auto [it, inserted] = routing.emplace(name, std::make_pair(idx, i));
         if (!inserted) {
-          throw Error(ErrorKind::Parse, "tensor '" + name + "' appears in two shards: " + files[it->second.first].label +
-                                            " and " + f.label);
+          throw Error(ErrorKind::Parse, "tensor '" + name + "' appears in two shards: " +
+                                            files[it->second.first].label + " and " + f.label);
         }
       }
       for (const auto& [k, v] : f.header.metadata) metadata.emplace(k, v);  // the first shard's value wins
@@ -467,7 +479,8 @@ struct MmapedSafetensors::Impl {
 
 MmapedSafetensors::MmapedSafetensors(const std::string& path)
     : impl_(std::make_shared<Impl>(std::vector<std::string>{path})) {}
-MmapedSafetensors::MmapedSafetensors(const std::vector<std::string>& paths) : impl_(std::make_shared<Impl>(paths)) {}
+MmapedSafetensors::MmapedSafetensors(const std::vector<std::string>& paths)
+    : impl_(std::make_shared<Impl>(paths)) {}
 
 Tensor MmapedSafetensors::load(const std::string& name, const Device& device) const {
   auto [fi, ti] = impl_->route(name);

@@ -38,10 +38,9 @@ void wr32(std::byte* p, uint32_t v) {
 
 }  // namespace
 
-Reader::Reader(std::span<const std::byte> archive, std::string label) : data_(archive), label_(std::move(label)) {
-  auto fail = [&](const std::string& msg) {
-    return Error(ErrorKind::Parse, label_ + ": " + msg);
-  };
+Reader::Reader(std::span<const std::byte> archive, std::string label)
+    : data_(archive), label_(std::move(label)) {
+  auto fail = [&](const std::string& msg) { return Error(ErrorKind::Parse, label_ + ": " + msg); };
   const size_t n = data_.size();
   if (n < kEndLen) throw fail("too short to be a zip archive (" + std::to_string(n) + " bytes)");
   // The end record sits in the last 22 + 65535 (maximum comment) bytes.
@@ -125,14 +124,17 @@ std::span<const std::byte> Reader::read(const Entry& e, std::vector<std::byte>& 
   auto fail = [&](const std::string& msg) {
     return Error(ErrorKind::Parse, label_ + ", member '" + e.name + "': " + msg);
   };
-  if (e.flags & 1u) throw Error(ErrorKind::UnsupportedOp, label_ + ", member '" + e.name + "': encrypted members are not supported");
+  if (e.flags & 1u)
+    throw Error(ErrorKind::UnsupportedOp,
+                label_ + ", member '" + e.name + "': encrypted members are not supported");
   if (e.method != 0 && e.method != 8) {
-    throw Error(ErrorKind::UnsupportedOp, label_ + ", member '" + e.name +
-                                              "': compression method " + std::to_string(e.method) +
+    throw Error(ErrorKind::UnsupportedOp, label_ + ", member '" + e.name + "': compression method " +
+                                              std::to_string(e.method) +
                                               " is not supported (only stored and deflate)");
   }
   const uint64_t n = data_.size();
-  if (e.local_header_offset > n || n - e.local_header_offset < kLocalLen) throw fail("local header is past the end of the archive");
+  if (e.local_header_offset > n || n - e.local_header_offset < kLocalLen)
+    throw fail("local header is past the end of the archive");
   const std::byte* l = data_.data() + e.local_header_offset;
   if (rd32(l) != kLocalSig) throw fail("bad local header signature");
   uint64_t start = e.local_header_offset + kLocalLen + rd16(l + 26) + rd16(l + 28);
@@ -210,13 +212,17 @@ void Writer::put(const void* p, size_t n) {
 
 void Writer::add(const std::string& name, std::span<const std::byte> data) {
   auto too_big = [&](const std::string& what) {
-    return Error(ErrorKind::UnsupportedOp, "zip writer: " + what + " would need ZIP64, which is not supported");
+    return Error(ErrorKind::UnsupportedOp,
+                 "zip writer: " + what + " would need ZIP64, which is not supported");
   };
-  if (name.size() > 0xffff) throw Error(ErrorKind::InvalidArgument, "zip writer: member name longer than 65535 bytes");
-  if (data.size() >= 0xffffffffu) throw too_big("member '" + name + "' of " + std::to_string(data.size()) + " bytes");
+  if (name.size() > 0xffff)
+    throw Error(ErrorKind::InvalidArgument, "zip writer: member name longer than 65535 bytes");
+  if (data.size() >= 0xffffffffu)
+    throw too_big("member '" + name + "' of " + std::to_string(data.size()) + " bytes");
   if (offset_ >= 0xffffffffu) throw too_big("an archive past 4 GiB");
   if (count_ >= 0xffff) throw too_big("more than 65535 members");
-  bool utf8 = std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
+  bool utf8 =
+      std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
   uint16_t flags = utf8 ? 0x0800 : 0;  // bit 11: the name is UTF-8
   uint32_t crc = static_cast<uint32_t>(crc32_z(0L, reinterpret_cast<const Bytef*>(data.data()), data.size()));
   uint32_t size = static_cast<uint32_t>(data.size());
@@ -224,9 +230,9 @@ void Writer::add(const std::string& name, std::span<const std::byte> data) {
   wr32(local, kLocalSig);
   wr16(local + 4, 20);  // version needed: 2.0
   wr16(local + 6, flags);
-  wr16(local + 8, 0);     // stored
-  wr16(local + 10, 0);    // time 00:00:00
-  wr16(local + 12, 0x21); // date 1980-01-01: fixed, so that archives are reproducible
+  wr16(local + 8, 0);      // stored
+  wr16(local + 10, 0);     // time 00:00:00
+  wr16(local + 12, 0x21);  // date 1980-01-01: fixed, so that archives are reproducible
   wr32(local + 14, crc);
   wr32(local + 18, size);
   wr32(local + 22, size);
@@ -234,7 +240,7 @@ void Writer::add(const std::string& name, std::span<const std::byte> data) {
   wr16(local + 28, 0);
   std::byte central[kCentralLen] = {};
   wr32(central, kCentralSig);
-  wr16(central + 4, (3u << 8) | 20u);  // made by: Unix, 2.0
+  wr16(central + 4, (3u << 8) | 20u);       // made by: Unix, 2.0
   std::memcpy(central + 6, local + 4, 26);  // version needed .. name length
   wr32(central + 38, 0100644u << 16);       // external attributes: a regular rw-r--r-- file
   wr32(central + 42, static_cast<uint32_t>(offset_));
@@ -249,7 +255,8 @@ void Writer::add(const std::string& name, std::span<const std::byte> data) {
 
 void Writer::finish() {
   if (offset_ >= 0xffffffffu || central_.size() >= 0xffffffffu) {
-    throw Error(ErrorKind::UnsupportedOp, "zip writer: an archive past 4 GiB would need ZIP64, which is not supported");
+    throw Error(ErrorKind::UnsupportedOp,
+                "zip writer: an archive past 4 GiB would need ZIP64, which is not supported");
   }
   uint32_t cd_offset = static_cast<uint32_t>(offset_);
   put(central_.data(), central_.size());

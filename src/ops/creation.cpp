@@ -53,7 +53,8 @@ std::vector<T> arange_float(const Scalar& start, const Scalar& end, const Scalar
   C cc = static_cast<C>(cur), ce = static_cast<C>(e), cs = static_cast<C>(step.as<T>());
   if (cs == C(0)) arange_error("step cannot be zero");
   if (std::isfinite(static_cast<double>(cc)) && std::isfinite(static_cast<double>(ce)) &&
-      std::abs((static_cast<double>(ce) - static_cast<double>(cc)) / static_cast<double>(cs)) > kMaxArangeLen) {
+      std::abs((static_cast<double>(ce) - static_cast<double>(cc)) / static_cast<double>(cs)) >
+          kMaxArangeLen) {
     arange_error("too many elements");
   }
   // candle accumulates in the element type (current += step), so do we: same values, same length.
@@ -100,8 +101,10 @@ Tensor Tensor::arange_impl(const Scalar& start, const Scalar& end, const Scalar&
                            const Device& device) {
   return dispatch(dtype, [&]<typename T>() {
     std::vector<T> data;
-    if constexpr (std::is_integral_v<T>) data = arange_int<T>(start, end, step, dtype);
-    else data = arange_float<T>(start, end, step);
+    if constexpr (std::is_integral_v<T>)
+      data = arange_int<T>(start, end, step, dtype);
+    else
+      data = arange_float<T>(start, end, step);
     return from_raw(data.data(), data.size(), dtype, Shape{data.size()}, device);
   });
 }
@@ -132,7 +135,8 @@ std::vector<Tensor> Tensor::meshgrid(const std::vector<Tensor>& args, bool xy_in
     std::vector<size_t> st(dims.size(), 0);
     st[idx] = t.stride()[0];
     Layout l(Shape(dims), std::move(st), t.layout().start_offset());
-    grids.push_back(Tensor::from_storage(t.storage(), std::move(l), t.dtype(), t.device(), t.track_op()).copy());
+    grids.push_back(
+        Tensor::from_storage(t.storage(), std::move(l), t.dtype(), t.device(), t.track_op()).copy());
   }
   if (xy_indexing) std::reverse(grids.begin(), grids.end());
   return grids;

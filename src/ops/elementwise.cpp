@@ -18,10 +18,8 @@ constexpr bool unary_int_ok(UnaryOp op) {
     case UnaryOp::Sign:
     case UnaryOp::Ceil:
     case UnaryOp::Floor:
-    case UnaryOp::Round:
-      return true;
-    default:
-      return false;
+    case UnaryOp::Round: return true;
+    default: return false;
   }
 }
 
@@ -206,7 +204,8 @@ Tensor Tensor::where_cond(const Tensor& on_true, const Tensor& on_false) const {
   ops::check_same_dtype(on_true, on_false, name);
   Shape shape = this->shape();
   if (on_true.shape() != shape || on_false.shape() != shape) {
-    shape = shape.broadcast_shape_binary_op(on_true.shape(), name).broadcast_shape_binary_op(on_false.shape(), name);
+    shape = shape.broadcast_shape_binary_op(on_true.shape(), name)
+                .broadcast_shape_binary_op(on_false.shape(), name);
   }
   Layout cl = layout().broadcast_as(shape);
   Layout tl = on_true.layout().broadcast_as(shape);

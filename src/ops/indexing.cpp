@@ -20,9 +20,9 @@ bool same_dims_except(const Shape& a, const Shape& b, size_t dim) {
 
 [[noreturn]] void shape_error(const std::string& what, const char* lhs_name, const Shape& lhs,
                               const char* rhs_name, const Shape& rhs, size_t dim) {
-  throw Error(ErrorKind::ShapeMismatch, "shape mismatch in " + what + ", " + lhs_name + ": " + lhs.to_string() +
-                                            ", " + rhs_name + ": " + rhs.to_string() + " (dim " +
-                                            std::to_string(dim) + ")");
+  throw Error(ErrorKind::ShapeMismatch, "shape mismatch in " + what + ", " + lhs_name + ": " +
+                                            lhs.to_string() + ", " + rhs_name + ": " + rhs.to_string() +
+                                            " (dim " + std::to_string(dim) + ")");
 }
 
 // Whether the two tensors' elements may live in the same memory.
@@ -36,14 +36,15 @@ bool shares_memory(const Tensor& a, const Tensor& b) {
 
 void require_contiguous(const Tensor& t, const char* op) {
   if (!t.is_contiguous()) {
-    throw Error(ErrorKind::InvalidArgument, std::string(op) + " writes in place and requires a contiguous self, got shape " +
-                                                t.shape().to_string() + " with stride " +
-                                                ops::dims_to_string(t.stride()));
+    throw Error(ErrorKind::InvalidArgument,
+                std::string(op) + " writes in place and requires a contiguous self, got shape " +
+                    t.shape().to_string() + " with stride " + ops::dims_to_string(t.stride()));
   }
 }
 
 // scatter's rules (as candle): src has self's dims except along `dim`; ids has src's shape.
-void check_scatter_args(const Tensor& self, const Tensor& ids, const Tensor& src, size_t dim, const char* op) {
+void check_scatter_args(const Tensor& self, const Tensor& ids, const Tensor& src, size_t dim,
+                        const char* op) {
   ops::check_same_device(self, ids, op);
   ops::check_same_device(self, src, op);
   ops::check_same_dtype(self, src, op);
@@ -65,17 +66,18 @@ void check_slice_args(const Tensor& self, const Tensor& src, size_t dim, size_t 
   }
   size_t len = src.dim(static_cast<int64_t>(dim)), size = self.dim(static_cast<int64_t>(dim));
   if (start > size || len > size - start) {
-    throw Error(ErrorKind::IndexOutOfRange,
-                std::string(op) + " out of range: start " + std::to_string(start) + " + len " + std::to_string(len) +
-                    " exceeds dim " + std::to_string(dim) + " of size " + std::to_string(size) + ", self: " +
-                    self.shape().to_string() + ", src: " + src.shape().to_string());
+    throw Error(ErrorKind::IndexOutOfRange, std::string(op) + " out of range: start " +
+                                                std::to_string(start) + " + len " + std::to_string(len) +
+                                                " exceeds dim " + std::to_string(dim) + " of size " +
+                                                std::to_string(size) + ", self: " + self.shape().to_string() +
+                                                ", src: " + src.shape().to_string());
   }
 }
 
 // Writes src (whose shape was checked) into the contiguous tensor of `dst_shape` that starts at
 // element `dst_offset` of `dst`, at [start, start + len) along dim.
-void write_slice(BackendStorage& dst, size_t dst_offset, const Shape& dst_shape, const Tensor& src, size_t dim,
-                 size_t start) {
+void write_slice(BackendStorage& dst, size_t dst_offset, const Shape& dst_shape, const Tensor& src,
+                 size_t dim, size_t start) {
   Tensor s = src.contiguous();
   size_t left = 1, right = 1;
   for (size_t i = 0; i < dim; ++i) left *= dst_shape[i];
@@ -126,7 +128,8 @@ Tensor Tensor::scatter(const Tensor& ids, const Tensor& src, int64_t dim) const 
   size_t d = shape().resolve_dim(dim, op);
   check_scatter_args(*this, ids, src, d, op);
   StoragePtr out = copy_of(*this);
-  out->scatter_set(Layout::contiguous(shape()), *ids.storage(), ids.layout(), *src.storage(), src.layout(), d);
+  out->scatter_set(Layout::contiguous(shape()), *ids.storage(), ids.layout(), *src.storage(), src.layout(),
+                   d);
   return ops::make_result(std::move(out), shape(), dtype(), device());
 }
 
@@ -135,7 +138,8 @@ Tensor Tensor::scatter_add(const Tensor& ids, const Tensor& src, int64_t dim) co
   size_t d = shape().resolve_dim(dim, op);
   check_scatter_args(*this, ids, src, d, op);
   StoragePtr out = copy_of(*this);
-  out->scatter_add_set(Layout::contiguous(shape()), *ids.storage(), ids.layout(), *src.storage(), src.layout(), d);
+  out->scatter_add_set(Layout::contiguous(shape()), *ids.storage(), ids.layout(), *src.storage(),
+                       src.layout(), d);
   return ops::make_result(std::move(out), shape(), dtype(), device());
 }
 
@@ -162,13 +166,15 @@ Tensor Tensor::index_add(const Tensor& ids, const Tensor& src, int64_t dim) cons
   ops::check_same_device(*this, src, op);
   ops::check_same_dtype(*this, src, op);
   ops::check_int(ids, op);
-  if (!same_dims_except(shape(), src.shape(), d)) shape_error("index_add (self, src)", "self", shape(), "src", src.shape(), d);
+  if (!same_dims_except(shape(), src.shape(), d))
+    shape_error("index_add (self, src)", "self", shape(), "src", src.shape(), d);
   if (ids.rank() != 1 || ids.dims()[0] != src.dims()[d]) {
-    shape_error("index_add (ids, src), ids must be 1-D with src's length along dim", "ids", ids.shape(), "src",
-                src.shape(), d);
+    shape_error("index_add (ids, src), ids must be 1-D with src's length along dim", "ids", ids.shape(),
+                "src", src.shape(), d);
   }
-  return ops::make_result(storage()->index_add(layout(), *ids.storage(), ids.layout(), *src.storage(), src.layout(), d),
-                          shape(), dtype(), device());
+  return ops::make_result(
+      storage()->index_add(layout(), *ids.storage(), ids.layout(), *src.storage(), src.layout(), d), shape(),
+      dtype(), device());
 }
 
 Tensor Tensor::slice_scatter(const Tensor& src, int64_t dim, size_t start) const {
@@ -196,16 +202,17 @@ Tensor Tensor::embedding(const Tensor& ids) const {
   ops::check_same_device(*this, ids, op);
   ops::check_int(ids, op);
   if (rank() != 2) {
-    throw Error(ErrorKind::ShapeMismatch, "shape mismatch in embedding, self must be [vocab, hidden], self: " +
-                                              shape().to_string() + ", ids: " + ids.shape().to_string());
+    throw Error(ErrorKind::ShapeMismatch,
+                "shape mismatch in embedding, self must be [vocab, hidden], self: " + shape().to_string() +
+                    ", ids: " + ids.shape().to_string());
   }
   // candle's Tensor::embedding takes 1-D ids only; any shape works here, as candle_nn::Embedding
   Tensor flat = ids.contiguous();
   Layout flat_l = Layout::contiguous(Shape{ids.elem_count()}, flat.layout().start_offset());
   std::vector<size_t> out_dims = ids.dims();
   out_dims.push_back(dims()[1]);
-  return ops::make_result(storage()->index_select(layout(), *flat.storage(), flat_l, 0), Shape(out_dims), dtype(),
-                          device());
+  return ops::make_result(storage()->index_select(layout(), *flat.storage(), flat_l, 0), Shape(out_dims),
+                          dtype(), device());
 }
 
 void Tensor::const_set(const Scalar& v) const { storage()->const_set(v, layout()); }

@@ -78,8 +78,8 @@ Tensor matmul_layouts(Tensor lhs, Layout ll, Tensor rhs, Layout rl, const Shape&
     if (auto row_stride = fold_dims(ll, 0, nb + 1)) {
       Layout l3(Shape{1, batch * m, k}, {0, *row_stride, ll.stride()[r - 1]}, ll.start_offset());
       Layout r3(Shape{1, k, n}, {0, rl.stride()[r - 2], rl.stride()[r - 1]}, rl.start_offset());
-      return ops::make_result(lhs.storage()->matmul(l3, *rhs.storage(), r3, MatmulDims{1, batch * m, n, k}), out,
-                              dtype, dev);
+      return ops::make_result(lhs.storage()->matmul(l3, *rhs.storage(), r3, MatmulDims{1, batch * m, n, k}),
+                              out, dtype, dev);
     }
   }
 

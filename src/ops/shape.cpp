@@ -112,8 +112,8 @@ Tensor copy_as(const Tensor& t, const Shape& shape) {
 
 [[noreturn]] void rank_error(const char* op, const std::string& want, const Shape& s) {
   throw Error(ErrorKind::ShapeMismatch, std::string("unexpected rank in ") + op + ", expected: " + want +
-                                            ", got: " + std::to_string(s.rank()) + " (shape " + s.to_string() +
-                                            ")");
+                                            ", got: " + std::to_string(s.rank()) + " (shape " +
+                                            s.to_string() + ")");
 }
 
 }  // namespace
@@ -164,7 +164,9 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::flatten_all() const { return rank() == 0 ? reshape(Shape{1}) : flatten(0, -1); }
-Tensor Tensor::flatten_to(int64_t end_dim) const { return rank() == 0 ? reshape(Shape{1}) : flatten(0, end_dim); }
+Tensor Tensor::flatten_to(int64_t end_dim) const {
+  return rank() == 0 ? reshape(Shape{1}) : flatten(0, end_dim);
+}
 Tensor Tensor::flatten_from(int64_t start_dim) const {
   return rank() == 0 ? reshape(Shape{1}) : flatten(start_dim, -1);
 }
@@ -183,8 +185,9 @@ Tensor Tensor::transpose(int64_t dim1, int64_t dim2) const {
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   if (dims.size() != rank()) {
-    throw Error(ErrorKind::ShapeMismatch, "dimension mismatch in permute, got " + std::to_string(dims.size()) +
-                                              " dims for shape " + shape().to_string());
+    throw Error(ErrorKind::ShapeMismatch, "dimension mismatch in permute, got " +
+                                              std::to_string(dims.size()) + " dims for shape " +
+                                              shape().to_string());
   }
   std::vector<size_t> idx;
   idx.reserve(dims.size());
@@ -233,7 +236,8 @@ Tensor Tensor::get_on_dim(int64_t dim, size_t i) const {
   size_t d = shape().resolve_dim(dim, "get_on_dim");
   if (i >= dims()[d]) {
     throw Error(ErrorKind::IndexOutOfRange, "index out of range in get_on_dim, index: " + std::to_string(i) +
-                                                ", dim: " + std::to_string(d) + ", shape: " + shape().to_string());
+                                                ", dim: " + std::to_string(d) +
+                                                ", shape: " + shape().to_string());
   }
   return narrow(static_cast<int64_t>(d), i, 1).squeeze(static_cast<int64_t>(d));
 }
@@ -361,7 +365,8 @@ Padded pad_body(const Tensor& t, size_t d, size_t left, size_t right) {
   std::vector<size_t> out = t.dims();
   size_t n = out[d];
   out[d] = n + left + right;
-  Padded p{new_contiguous(Shape(out), t, t.track_op()), product(out, 0, d), product(out, d + 1, out.size()), n, 0};
+  Padded p{new_contiguous(Shape(out), t, t.track_op()), product(out, 0, d), product(out, d + 1, out.size()),
+           n, 0};
   p.dst_s = out[d] * p.inner;
   write_rows(*t.storage(), t.layout(), d, *p.out.storage(), p.dst_s, left * p.inner);
   return p;
@@ -385,7 +390,8 @@ Tensor Tensor::pad_with_zeros(int64_t dim, size_t left, size_t right) const {
   if (p.out.elem_count() == 0) return p.out;
   BackendStorage& dst = *p.out.storage();
   if (left) dst.const_set(Scalar(0), Layout(Shape{p.rows, left * p.inner}, {p.dst_s, 1}, 0));
-  if (right) dst.const_set(Scalar(0), Layout(Shape{p.rows, right * p.inner}, {p.dst_s, 1}, (left + p.n) * p.inner));
+  if (right)
+    dst.const_set(Scalar(0), Layout(Shape{p.rows, right * p.inner}, {p.dst_s, 1}, (left + p.n) * p.inner));
   return p.out;
 }
 
@@ -393,13 +399,14 @@ Tensor Tensor::pad_with_same(int64_t dim, size_t left, size_t right) const {
   size_t d = shape().resolve_dim(dim, "pad_with_same");
   if (left == 0 && right == 0) return *this;
   if (elem_count() == 0) {
-    throw Error(ErrorKind::InvalidArgument, "cannot use pad_with_same on an empty tensor, shape " +
-                                                shape().to_string());
+    throw Error(ErrorKind::InvalidArgument,
+                "cannot use pad_with_same on an empty tensor, shape " + shape().to_string());
   }
   Padded p = pad_body(*this, d, left, right);
   BackendStorage& dst = *p.out.storage();
   if (left) write_rows(*storage(), edge_layout(*this, d, 0, left), d, dst, p.dst_s, 0);
-  if (right) write_rows(*storage(), edge_layout(*this, d, p.n - 1, right), d, dst, p.dst_s, (left + p.n) * p.inner);
+  if (right)
+    write_rows(*storage(), edge_layout(*this, d, p.n - 1, right), d, dst, p.dst_s, (left + p.n) * p.inner);
   return p.out;
 }
 
@@ -420,8 +427,9 @@ Tensor Tensor::flip(const std::vector<int64_t>& dims) const {
   for (int64_t dim : dims) {
     size_t d = shape().resolve_dim(dim, "flip");
     if (flipped[d]) {
-      throw Error(ErrorKind::InvalidArgument, "flip: dim " + std::to_string(d) + " appears more than once (shape " +
-                                                  shape().to_string() + ")");
+      throw Error(
+          ErrorKind::InvalidArgument,
+          "flip: dim " + std::to_string(d) + " appears more than once (shape " + shape().to_string() + ")");
     }
     flipped[d] = true;
   }
@@ -482,8 +490,9 @@ Tensor Tensor::i(std::initializer_list<IndexItem> items) const {
           if constexpr (std::is_same_v<V, int64_t>) {
             int64_t idx = v < 0 ? v + n : v;
             if (idx < 0 || idx >= n) {
-              throw Error(ErrorKind::IndexOutOfRange, "index out of range in i, index: " + str(v) + ", dim: " +
-                                                          std::to_string(cur) + ", shape: " + x.shape().to_string());
+              throw Error(ErrorKind::IndexOutOfRange, "index out of range in i, index: " + str(v) +
+                                                          ", dim: " + std::to_string(cur) +
+                                                          ", shape: " + x.shape().to_string());
             }
             x = x.narrow(scur, static_cast<size_t>(idx), 1).squeeze(scur);
           } else if constexpr (std::is_same_v<V, Slice>) {
@@ -492,8 +501,8 @@ Tensor Tensor::i(std::initializer_list<IndexItem> items) const {
             if (e < 0) e += n;
             if (s < 0 || s > n || e < 0 || e > n) {
               throw Error(ErrorKind::IndexOutOfRange,
-                          "range out of bounds in i, range: " + (v.start ? str(*v.start) : std::string()) + ".." +
-                              (v.end ? str(*v.end) : std::string()) + ", dim: " + std::to_string(cur) +
+                          "range out of bounds in i, range: " + (v.start ? str(*v.start) : std::string()) +
+                              ".." + (v.end ? str(*v.end) : std::string()) + ", dim: " + std::to_string(cur) +
                               ", shape: " + x.shape().to_string());
             }
             x = x.narrow(scur, static_cast<size_t>(s), e > s ? static_cast<size_t>(e - s) : 0);

@@ -5,7 +5,8 @@
 // examples); the comment above each lists the candle test(s) it covers.
 //
 // Already covered elsewhere (not repeated here):
-//   tensor_tests.rs  unary_op          -> elementwise_test Elementwise.Candle{UnaryOpValues,GeluF16CloseToF32,
+//   tensor_tests.rs  unary_op          -> elementwise_test
+//   Elementwise.Candle{UnaryOpValues,GeluF16CloseToF32,
 //                                         RoundTo,Sign,Elu,F64GeluErfAndErf}
 //                    binary_op         -> Elementwise.CandleBinaryOp, CandleBinaryUniformBlocks
 //                    broadcasting      -> Elementwise.CandleBroadcasting
@@ -297,7 +298,8 @@ TEST(CandleTensor, cat) {
   Tensor tp1 = base.narrow(1, 0, s), tp2 = base.narrow(1, pad, s);
   EXPECT_EQ(Tensor::cat({tp1, tp2}, 1).to_vec3<float>(),
             Tensor::cat({tp1.contiguous(), tp2.contiguous()}, 1).to_vec3<float>());
-  EXPECT_EQ(Tensor::cat({tp1, tp2}, 1).i({1, 4, 0}).to_scalar<float>(), 40.f);  // tp2[1, 0, 0] = base[1, 2, 0]
+  EXPECT_EQ(Tensor::cat({tp1, tp2}, 1).i({1, 4, 0}).to_scalar<float>(),
+            40.f);  // tp2[1, 0, 0] = base[1, 2, 0]
 }
 
 // tensor_tests.rs: embeddings (a u32::MAX id selects a row of zeros)
@@ -323,9 +325,12 @@ TEST(CandleTensor, slice_scatter) {
   Tensor t = arange_f32(0, 12).reshape({4, 3});
   EXPECT_EQ(t.to_vec2<float>(), (F2{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9, 10, 11}}));
   Tensor src = arange_f32(100, 106).reshape({2, 3});
-  EXPECT_EQ(t.slice_scatter0(src, 0).to_vec2<float>(), (F2{{100, 101, 102}, {103, 104, 105}, {6, 7, 8}, {9, 10, 11}}));
-  EXPECT_EQ(t.slice_scatter0(src, 1).to_vec2<float>(), (F2{{0, 1, 2}, {100, 101, 102}, {103, 104, 105}, {9, 10, 11}}));
-  EXPECT_EQ(t.slice_scatter0(src, 2).to_vec2<float>(), (F2{{0, 1, 2}, {3, 4, 5}, {100, 101, 102}, {103, 104, 105}}));
+  EXPECT_EQ(t.slice_scatter0(src, 0).to_vec2<float>(),
+            (F2{{100, 101, 102}, {103, 104, 105}, {6, 7, 8}, {9, 10, 11}}));
+  EXPECT_EQ(t.slice_scatter0(src, 1).to_vec2<float>(),
+            (F2{{0, 1, 2}, {100, 101, 102}, {103, 104, 105}, {9, 10, 11}}));
+  EXPECT_EQ(t.slice_scatter0(src, 2).to_vec2<float>(),
+            (F2{{0, 1, 2}, {3, 4, 5}, {100, 101, 102}, {103, 104, 105}}));
   Tensor big = arange_f32(100, 112).reshape({4, 3});
   EXPECT_EQ(t.slice_scatter0(big.narrow(0, 0, 2), 1).to_vec2<float>(),
             (F2{{0, 1, 2}, {100, 101, 102}, {103, 104, 105}, {9, 10, 11}}));
@@ -471,10 +476,11 @@ TEST(CandleTensor, tensor_from_data_validates_concrete_shape) {
 // tensor_tests.rs: tensor_new
 TEST(CandleTensor, tensor_new) {
   EXPECT_EQ(Tensor::new_({1.f, 2.f, 3.f}, dev()).to_vec1<float>(), (F1{1, 2, 3}));
-  EXPECT_EQ(Tensor::new_({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}, dev()).to_vec2<float>(), (F2{{1, 2, 3}, {4, 5, 6}}));
-  EXPECT_EQ(
-      Tensor::new_({{{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}, {{3.f, 1.f, 4.f}, {1.f, 5.f, 9.f}}}, dev()).to_vec3<float>(),
-      (F3{{{1, 2, 3}, {4, 5, 6}}, {{3, 1, 4}, {1, 5, 9}}}));
+  EXPECT_EQ(Tensor::new_({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}, dev()).to_vec2<float>(),
+            (F2{{1, 2, 3}, {4, 5, 6}}));
+  EXPECT_EQ(Tensor::new_({{{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}, {{3.f, 1.f, 4.f}, {1.f, 5.f, 9.f}}}, dev())
+                .to_vec3<float>(),
+            (F3{{{1, 2, 3}, {4, 5, 6}}, {{3, 1, 4}, {1, 5, 9}}}));
 }
 
 // ---- layout_tests.rs ---------------------------------------------------------------------------
@@ -516,7 +522,7 @@ TEST(CandleTensor, strided_blocks) {
 
   b = blocks_of(t.t());
   EXPECT_EQ(b.block_len, 1u);
-  EXPECT_EQ(b.starts, (std::vector<size_t>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11,
+  EXPECT_EQ(b.starts, (std::vector<size_t>{0,  4,  8,  1,  5,  9,  2,  6,  10, 3,  7,  11,
                                            12, 16, 20, 13, 17, 21, 14, 18, 22, 15, 19, 23}));
 
   b = blocks_of(t.transpose(0, 1));
@@ -553,7 +559,8 @@ TEST(CandleDoc, ones_like) {
 TEST(CandleDoc, zeros) {
   Tensor a = Tensor::zeros({2, 3}, DType::F32, dev());
   std::vector<float> v(6, 0.f);
-  EXPECT_EQ(a.to_vec2<float>(), Tensor::from_slice(std::span<const float>(v), {2, 3}, dev()).to_vec2<float>());
+  EXPECT_EQ(a.to_vec2<float>(),
+            Tensor::from_slice(std::span<const float>(v), {2, 3}, dev()).to_vec2<float>());
 }
 
 TEST(CandleDoc, zeros_like) {
@@ -770,7 +777,8 @@ TEST(CandleSemantics, MaxIndexValueIsSkippedForEveryIndexDtype) {
     Tensor ids = Tensor::from_vec(std::vector<int64_t>{2, kMax[k], 0}, {3}, dev()).to_dtype(dt);
     EXPECT_EQ(t.index_select(ids, 0).to_vec2<float>(), (F2{{5, 6}, {0, 0}, {1, 2}})) << dtype_name(dt);
     EXPECT_EQ(t.embedding(ids).to_vec2<float>(), (F2{{5, 6}, {0, 0}, {1, 2}})) << dtype_name(dt);
-    Tensor g = Tensor::from_vec(std::vector<int64_t>{1, kMax[k], kMax[k], 0, 0, 1}, {3, 2}, dev()).to_dtype(dt);
+    Tensor g =
+        Tensor::from_vec(std::vector<int64_t>{1, kMax[k], kMax[k], 0, 0, 1}, {3, 2}, dev()).to_dtype(dt);
     EXPECT_EQ(t.gather(g, 1).to_vec2<float>(), (F2{{2, 0}, {0, 3}, {5, 6}})) << dtype_name(dt);
     Tensor zeros = Tensor::zeros({3, 2}, DType::F32, dev());
     EXPECT_EQ(zeros.scatter(g, t, 1).to_vec2<float>(), (F2{{0, 1}, {4, 0}, {5, 6}})) << dtype_name(dt);

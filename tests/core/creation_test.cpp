@@ -24,7 +24,8 @@ TEST(CreationArange, Integers) {
   EXPECT_EQ(Tensor::arange_step<uint8_t>(0, 5, 3, cpu()).to_vec1<uint8_t>(), (std::vector<uint8_t>{0, 3}));
   EXPECT_EQ(Tensor::arange_step<int64_t>(5, 0, -1, cpu()).to_vec1<int64_t>(),
             (std::vector<int64_t>{5, 4, 3, 2, 1}));
-  EXPECT_EQ(Tensor::arange_step<int64_t>(5, 0, -2, cpu()).to_vec1<int64_t>(), (std::vector<int64_t>{5, 3, 1}));
+  EXPECT_EQ(Tensor::arange_step<int64_t>(5, 0, -2, cpu()).to_vec1<int64_t>(),
+            (std::vector<int64_t>{5, 3, 1}));
   EXPECT_EQ(Tensor::arange<uint32_t>(3, 3, cpu()).elem_count(), 0u);
   EXPECT_EQ(Tensor::arange_step<int64_t>(0, 5, -1, cpu()).elem_count(), 0u);
   EXPECT_EQ(Tensor::arange<int32_t>(-3, 1, cpu()).to_vec1<int32_t>(), (std::vector<int32_t>{-3, -2, -1, 0}));
@@ -33,7 +34,8 @@ TEST(CreationArange, Integers) {
 
 TEST(CreationArange, IntegerNearTypeLimitStops) {
   // candle's accumulating loop overflows u8 after 250 (250 + 10); the length is exact here
-  EXPECT_EQ(Tensor::arange_step<uint8_t>(250, 255, 10, cpu()).to_vec1<uint8_t>(), (std::vector<uint8_t>{250}));
+  EXPECT_EQ(Tensor::arange_step<uint8_t>(250, 255, 10, cpu()).to_vec1<uint8_t>(),
+            (std::vector<uint8_t>{250}));
   EXPECT_EQ(Tensor::arange_step<uint8_t>(240, 255, 7, cpu()).to_vec1<uint8_t>(),
             (std::vector<uint8_t>{240, 247, 254}));
 }
@@ -45,7 +47,8 @@ TEST(CreationArange, LargeIsParallelAndExact) {
 }
 
 TEST(CreationArange, FloatsAccumulateLikeCandle) {
-  EXPECT_EQ(Tensor::arange_step(1.0, 0.0, -0.25, cpu()).to_vec1<double>(), (std::vector<double>{1, 0.75, 0.5, 0.25}));
+  EXPECT_EQ(Tensor::arange_step(1.0, 0.0, -0.25, cpu()).to_vec1<double>(),
+            (std::vector<double>{1, 0.75, 0.5, 0.25}));
   // 0.1f added ten times is 1.0000001f > 1, so 0.1f * 10 steps gives ten elements
   auto v = Tensor::arange_step(0.f, 1.f, 0.1f, cpu()).to_vec1<float>();
   ASSERT_EQ(v.size(), 10u);

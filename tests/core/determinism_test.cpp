@@ -63,14 +63,21 @@ TEST(Determinism, EveryOpSameBytesForAnyThreadCount) {
       {"matmul_t", [&] { return a.matmul(b.t()); }},
       {"matmul_bf16", [&] { return m1.to_dtype(DType::BF16).matmul(m2.to_dtype(DType::BF16)); }},
       {"transpose_contiguous", [&] { return a.t().contiguous(); }},
-      {"cat", [&] { return Tensor::cat({a, b}, 1); }},
+      {"cat",
+       [&] {
+         return Tensor::cat({a, b}, 1);
+       }},
       {"pad", [&] { return a.pad_with_zeros(0, 3, 5); }},
-      {"flip", [&] { return a.flip({0, 1}); }},
+      {"flip",
+       [&] {
+         return a.flip({0, 1});
+       }},
       {"to_f16", [&] { return a.to_dtype(DType::F16); }},
       {"index_select", [&] { return a.index_select(ids, 0); }},
       {"gather", [&] { return a.gather(a.argmax_keepdim(1), 1); }},
       {"index_add", [&] { return a.index_add(small_ids, b.narrow(1, 0, 5), 1); }},
-      {"scatter_add", [&] {
+      {"scatter_add",
+       [&] {
          return Tensor::zeros({8, 520}, DType::F32, dev)
              .scatter_add(small_ids.to_dtype(DType::I64).unsqueeze(1).broadcast_as({5, 520}).contiguous(),
                           a.narrow(0, 0, 5), 0);

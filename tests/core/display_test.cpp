@@ -59,9 +59,7 @@ TEST_F(Display, CandleScalarF32SciLarge) {
   EXPECT_EQ(to_string(Tensor::new_(-1.234e11f, dev)), "[-1.2340e11]\nTensor[[], f32]");
 }
 
-TEST_F(Display, CandleScalarZero) {
-  EXPECT_EQ(to_string(Tensor::new_(0.0f, dev)), "[0.]\nTensor[[], f32]");
-}
+TEST_F(Display, CandleScalarZero) { EXPECT_EQ(to_string(Tensor::new_(0.0f, dev)), "[0.]\nTensor[[], f32]"); }
 
 TEST_F(Display, CandleEmptyVector) {
   Tensor t = Tensor::from_vec(std::vector<uint32_t>{}, {0}, dev);
@@ -150,9 +148,8 @@ TEST_F(Display, OffsetViewPrintsLogicalValues) {
 TEST_F(Display, BroadcastViewPrintsLogicalValues) {
   Tensor row = Tensor::new_({1.5f, -2.5f}, dev);
   Tensor b = test_util::view(row, row.layout().broadcast_as(Shape{3, 2}));
-  EXPECT_EQ(
-      to_string(b),
-      "[[ 1.5000, -2.5000],\n [ 1.5000, -2.5000],\n [ 1.5000, -2.5000]]\nTensor[[3, 2], f32]");
+  EXPECT_EQ(to_string(b),
+            "[[ 1.5000, -2.5000],\n [ 1.5000, -2.5000],\n [ 1.5000, -2.5000]]\nTensor[[3, 2], f32]");
 }
 
 // A stride-0 view of 10^12 logical elements: only the 36 shown ones may be read (reading or
@@ -162,8 +159,8 @@ TEST_F(Display, HugeBroadcastViewReadsOnlyShownElements) {
   Tensor row = Tensor::from_vec(iota(1000), {1, 1000}, dev);
   Tensor b = test_util::view(row, row.layout().broadcast_as(Shape{1000000000, 1000}));
   const std::string r = "[  0.,   1.,   2., ..., 997., 998., 999.]";
-  const std::string expected = "[" + r + ",\n " + r + ",\n " + r + ",\n ...\n " + r + ",\n " + r +
-                               ",\n " + r + "]\nTensor[[1000000000, 1000], f32]";
+  const std::string expected = "[" + r + ",\n " + r + ",\n " + r + ",\n ...\n " + r + ",\n " + r + ",\n " +
+                               r + "]\nTensor[[1000000000, 1000], f32]";
   EXPECT_EQ(to_string(b), expected);
 }
 
@@ -179,9 +176,9 @@ TEST_F(Display, SignedIntegersArePaddedToTheWidestValue) {
 }
 
 TEST_F(Display, I64Extremes) {
-  Tensor t = Tensor::from_vec(std::vector<int64_t>{std::numeric_limits<int64_t>::min(),
-                                                   std::numeric_limits<int64_t>::max()},
-                              {2}, dev);
+  Tensor t = Tensor::from_vec(
+      std::vector<int64_t>{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}, {2},
+      dev);
   EXPECT_EQ(to_string(t), "[-9223372036854775808,  9223372036854775807]\nTensor[[2], i64]");
 }
 
@@ -249,8 +246,7 @@ TEST_F(Display, Rank1) {
 
 TEST_F(Display, Rank3) {
   Tensor t = Tensor::from_vec(iota(8), {2, 2, 2}, dev);
-  EXPECT_EQ(to_string(t),
-            "[[[0., 1.],\n  [2., 3.]],\n [[4., 5.],\n  [6., 7.]]]\nTensor[[2, 2, 2], f32]");
+  EXPECT_EQ(to_string(t), "[[[0., 1.],\n  [2., 3.]],\n [[4., 5.],\n  [6., 7.]]]\nTensor[[2, 2, 2], f32]");
 }
 
 TEST_F(Display, Rank4) {
@@ -381,8 +377,7 @@ TEST_F(Display, ShortPreset) {
   EXPECT_EQ(po.edge_items, 2u);
   EXPECT_EQ(po.line_width, 80u);
   EXPECT_EQ(to_string(Tensor::new_({0.123456f, 1.5f}, dev)), "[0.12, 1.50]\nTensor[[2], f32]");
-  EXPECT_EQ(to_string(Tensor::full(42.0f, {11000}, dev)),
-            "[42., 42., ..., 42., 42.]\nTensor[[11000], f32]");
+  EXPECT_EQ(to_string(Tensor::full(42.0f, {11000}, dev)), "[42., 42., ..., 42., 42.]\nTensor[[11000], f32]");
 }
 
 TEST_F(Display, FullPresetNeverSummarises) {
@@ -393,8 +388,7 @@ TEST_F(Display, FullPresetNeverSummarises) {
   // 1100 values at 16 per line: 69 lines of values, then the dtype line
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 69);
   EXPECT_EQ(s.substr(0, 10), "[42., 42.,");
-  const std::string tail =
-      "\n " + forty_twos(12) + "]\nTensor[[1100], f32]";  // 1100 - 68 * 16 = 12
+  const std::string tail = "\n " + forty_twos(12) + "]\nTensor[[1100], f32]";  // 1100 - 68 * 16 = 12
   EXPECT_EQ(s.substr(s.size() - tail.size()), tail);
 }
 
@@ -408,8 +402,7 @@ TEST_F(Display, PrecisionOption) {
   PrintOptions po;
   po.precision = 6;
   set_print_options(po);
-  EXPECT_EQ(to_string(Tensor::new_({0.125, -2.0}, dev)),
-            "[ 0.125000, -2.000000]\nTensor[[2], f64]");
+  EXPECT_EQ(to_string(Tensor::new_({0.125, -2.0}, dev)), "[ 0.125000, -2.000000]\nTensor[[2], f64]");
   EXPECT_EQ(to_string(Tensor::new_(1e-6, dev)), "[1.000000e-6]\nTensor[[], f64]");
 }
 
@@ -430,8 +423,7 @@ TEST_F(Display, LineWidthOption) {
   PrintOptions po;
   po.line_width = 20;  // 20 / (3 + 2) = 4 items a line
   set_print_options(po);
-  EXPECT_EQ(to_string(Tensor::full(42.0f, {6}, dev)),
-            "[42., 42., 42., 42.,\n 42., 42.]\nTensor[[6], f32]");
+  EXPECT_EQ(to_string(Tensor::full(42.0f, {6}, dev)), "[42., 42., 42., 42.,\n 42., 42.]\nTensor[[6], f32]");
 }
 
 TEST_F(Display, SciModeForcedOn) {
@@ -463,14 +455,12 @@ TEST_F(Display, OptionsAreProcessWideAndThreadSafe) {
         else
           set_print_options_default();
         got[i] = to_string(t);
-        if (got[i] != "[0.12, 1.50]\nTensor[[2], f32]" &&
-            got[i] != "[0.1235, 1.5000]\nTensor[[2], f32]")
+        if (got[i] != "[0.12, 1.50]\nTensor[[2], f32]" && got[i] != "[0.1235, 1.5000]\nTensor[[2], f32]")
           return;
       }
     });
   }
   for (auto& th : threads) th.join();
   for (const auto& s : got)
-    EXPECT_TRUE(s == "[0.12, 1.50]\nTensor[[2], f32]" || s == "[0.1235, 1.5000]\nTensor[[2], f32]")
-        << s;
+    EXPECT_TRUE(s == "[0.12, 1.50]\nTensor[[2], f32]" || s == "[0.1235, 1.5000]\nTensor[[2], f32]") << s;
 }

@@ -30,7 +30,8 @@ void expect_rounded(const Tensor& t, int digits, const std::vector<double>& want
   std::vector<float> v = t.to_dtype(DType::F32).flatten_to_vec<float>();
   float m = std::pow(10.0f, static_cast<float>(digits));
   ASSERT_EQ(v.size(), want.size());
-  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(std::round(v[i] * m) / m, static_cast<float>(want[i])) << "at " << i;
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_EQ(std::round(v[i] * m) / m, static_cast<float>(want[i])) << "at " << i;
 }
 
 // Deterministic pseudo-random values in [lo, hi).
@@ -95,10 +96,13 @@ void for_samples(float lo, float hi, F&& f) {
 
 TEST(Elementwise, CandleUnaryOpValues) {
   Tensor t = Tensor::new_({{-3.f, 1.f, 4.f, -0.1f, 0.5f}, {2.7f, -1.8f, -0.28f, 1.8f, 2.8f}}, dev());
-  expect_rounded(t.gelu(), 4, {-0.0036, 0.8412, 3.9999, -0.046, 0.3457, 2.6911, -0.0647, -0.1091, 1.7353, 2.7933});
-  expect_rounded(t.gelu_erf(), 4, {-0.004, 0.8413, 3.9999, -0.046, 0.3457, 2.6906, -0.0647, -0.1091, 1.7353, 2.7928});
+  expect_rounded(t.gelu(), 4,
+                 {-0.0036, 0.8412, 3.9999, -0.046, 0.3457, 2.6911, -0.0647, -0.1091, 1.7353, 2.7933});
+  expect_rounded(t.gelu_erf(), 4,
+                 {-0.004, 0.8413, 3.9999, -0.046, 0.3457, 2.6906, -0.0647, -0.1091, 1.7353, 2.7928});
   expect_rounded(t.erf(), 4, {-1.0, 0.8427, 1.0, -0.1125, 0.5205, 0.9999, -0.9891, -0.3079, 0.9891, 0.9999});
-  expect_rounded(t.silu(), 4, {-0.1423, 0.7311, 3.9281, -0.0475, 0.3112, 2.53, -0.2553, -0.1205, 1.5447, 2.6395});
+  expect_rounded(t.silu(), 4,
+                 {-0.1423, 0.7311, 3.9281, -0.0475, 0.3112, 2.53, -0.2553, -0.1205, 1.5447, 2.6395});
   expect_rounded(t.ceil(), 4, {-3.0, 1.0, 4.0, -0.0, 1.0, 3.0, -1.0, -0.0, 2.0, 3.0});
   expect_rounded(t.floor(), 4, {-3.0, 1.0, 4.0, -1.0, 0.0, 2.0, -2.0, -1.0, 1.0, 2.0});
   expect_rounded(t.round(), 4, {-3.0, 1.0, 4.0, -0.0, 1.0, 3.0, -2.0, -0.0, 2.0, 3.0});
@@ -147,10 +151,13 @@ TEST(Elementwise, CandleBinaryOp) {
   Tensor t1 = Tensor::new_({{3.f, 1.f, 4.f, 1.f, 5.f}, {2.f, 1.f, 7.f, 8.f, 2.f}}, dev());
   Tensor t2 = Tensor::new_({{5.f, 5.f, 5.f, 5.f, 5.f}, {2.f, 1.f, 7.f, 8.f, 2.f}}, dev());
   Tensor t = t1 + (t1 * t1) / (t1 + t2);
-  EXPECT_EQ(t.to_vec2<float>(), (Mat{{4.125f, 1.1666666f, 5.7777777f, 1.1666666f, 7.5f}, {3.0f, 1.5f, 10.5f, 12.0f, 3.0f}}));
+  EXPECT_EQ(t.to_vec2<float>(),
+            (Mat{{4.125f, 1.1666666f, 5.7777777f, 1.1666666f, 7.5f}, {3.0f, 1.5f, 10.5f, 12.0f, 3.0f}}));
   EXPECT_EQ((t - t).to_vec2<float>()[0], (std::vector<float>{0, 0, 0, 0, 0}));
-  EXPECT_EQ(t1.minimum(t2 * 0.5).to_vec2<float>(), (Mat{{2.5f, 1.0f, 2.5f, 1.0f, 2.5f}, {1.0f, 0.5f, 3.5f, 4.0f, 1.0f}}));
-  EXPECT_EQ(t1.maximum(t2 * 0.5).to_vec2<float>(), (Mat{{3.0f, 2.5f, 4.0f, 2.5f, 5.0f}, {2.0f, 1.0f, 7.0f, 8.0f, 2.0f}}));
+  EXPECT_EQ(t1.minimum(t2 * 0.5).to_vec2<float>(),
+            (Mat{{2.5f, 1.0f, 2.5f, 1.0f, 2.5f}, {1.0f, 0.5f, 3.5f, 4.0f, 1.0f}}));
+  EXPECT_EQ(t1.maximum(t2 * 0.5).to_vec2<float>(),
+            (Mat{{3.0f, 2.5f, 4.0f, 2.5f, 5.0f}, {2.0f, 1.0f, 7.0f, 8.0f, 2.0f}}));
 }
 
 TEST(Elementwise, CandleBinaryUniformBlocks) {
@@ -176,19 +183,23 @@ TEST(Elementwise, CandleBroadcasting) {
   Tensor t2 = Tensor::new_({100.f, 200.f}, dev());
   Tensor t2c = Tensor::from_vec(std::vector<float>{100.f, 200.f}, {2, 1}, dev());
   using M3 = std::vector<Mat>;
-  EXPECT_EQ(t1.broadcast_add(t2c).to_vec3<float>(),
-            (M3{{{100, 101, 102}, {203, 204, 205}}, {{106, 107, 108}, {209, 210, 211}},
-                {{112, 113, 114}, {215, 216, 217}}, {{118, 119, 120}, {221, 222, 223}}}));
+  EXPECT_EQ(t1.broadcast_add(t2c).to_vec3<float>(), (M3{{{100, 101, 102}, {203, 204, 205}},
+                                                        {{106, 107, 108}, {209, 210, 211}},
+                                                        {{112, 113, 114}, {215, 216, 217}},
+                                                        {{118, 119, 120}, {221, 222, 223}}}));
   Tensor t1t = view(t1, t1.layout().transpose(1, 2));
-  EXPECT_EQ(t1t.broadcast_add(t2).to_vec3<float>(),
-            (M3{{{100, 203}, {101, 204}, {102, 205}}, {{106, 209}, {107, 210}, {108, 211}},
-                {{112, 215}, {113, 216}, {114, 217}}, {{118, 221}, {119, 222}, {120, 223}}}));
-  EXPECT_EQ(t1.broadcast_sub(t2c).to_vec3<float>(),
-            (M3{{{-100, -99, -98}, {-197, -196, -195}}, {{-94, -93, -92}, {-191, -190, -189}},
-                {{-88, -87, -86}, {-185, -184, -183}}, {{-82, -81, -80}, {-179, -178, -177}}}));
-  EXPECT_EQ(t1t.broadcast_sub(t2).to_vec3<float>(),
-            (M3{{{-100, -197}, {-99, -196}, {-98, -195}}, {{-94, -191}, {-93, -190}, {-92, -189}},
-                {{-88, -185}, {-87, -184}, {-86, -183}}, {{-82, -179}, {-81, -178}, {-80, -177}}}));
+  EXPECT_EQ(t1t.broadcast_add(t2).to_vec3<float>(), (M3{{{100, 203}, {101, 204}, {102, 205}},
+                                                        {{106, 209}, {107, 210}, {108, 211}},
+                                                        {{112, 215}, {113, 216}, {114, 217}},
+                                                        {{118, 221}, {119, 222}, {120, 223}}}));
+  EXPECT_EQ(t1.broadcast_sub(t2c).to_vec3<float>(), (M3{{{-100, -99, -98}, {-197, -196, -195}},
+                                                        {{-94, -93, -92}, {-191, -190, -189}},
+                                                        {{-88, -87, -86}, {-185, -184, -183}},
+                                                        {{-82, -81, -80}, {-179, -178, -177}}}));
+  EXPECT_EQ(t1t.broadcast_sub(t2).to_vec3<float>(), (M3{{{-100, -197}, {-99, -196}, {-98, -195}},
+                                                        {{-94, -191}, {-93, -190}, {-92, -189}},
+                                                        {{-88, -185}, {-87, -184}, {-86, -183}},
+                                                        {{-82, -179}, {-81, -178}, {-80, -177}}}));
   // narrowed (start offset 12)
   Tensor n1 = view(t1, t1.layout().narrow(0, 2, 2));
   Tensor n1t = view(t1, t1.layout().narrow(0, 2, 2).transpose(1, 2));
@@ -201,7 +212,8 @@ TEST(Elementwise, CandleBroadcasting) {
   Tensor t3 = Tensor::new_(1.f, dev()).broadcast_div(t2);
   Tensor t3c = Tensor::from_vec(t3.to_vec1<float>(), {2, 1}, dev());
   Tensor s = n1.broadcast_mul(t2c);
-  EXPECT_EQ(s.to_vec3<float>(), (M3{{{1200, 1300, 1400}, {3000, 3200, 3400}}, {{1800, 1900, 2000}, {4200, 4400, 4600}}}));
+  EXPECT_EQ(s.to_vec3<float>(),
+            (M3{{{1200, 1300, 1400}, {3000, 3200, 3400}}, {{1800, 1900, 2000}, {4200, 4400, 4600}}}));
   EXPECT_EQ(s.to_vec3<float>(), n1.broadcast_div(t3c).to_vec3<float>());
   Tensor st = n1t.broadcast_mul(t2);
   EXPECT_EQ(st.to_vec3<float>(),
@@ -243,7 +255,8 @@ TEST(Elementwise, CmpScalarAndBroadcast) {
 
 TEST(Elementwise, CandleWhereCond) {
   Tensor ids = Tensor::new_({{uint8_t{0}, uint8_t{1}, uint8_t{0}, uint8_t{1}, uint8_t{0}},
-                             {uint8_t{1}, uint8_t{1}, uint8_t{1}, uint8_t{0}, uint8_t{0}}}, dev());
+                             {uint8_t{1}, uint8_t{1}, uint8_t{1}, uint8_t{0}, uint8_t{0}}},
+                            dev());
   Tensor a = Tensor::new_({{0.f, 1.f, 2.f, 3.f, 4.f}, {5.f, 6.f, 7.f, 8.f, 9.f}}, dev());
   Tensor b = Tensor::new_({{10.f, 11.f, 12.f, 13.f, 14.f}, {15.f, 16.f, 17.f, 18.f, 19.f}}, dev());
   Tensor r = ids.where_cond(a, b);
@@ -251,24 +264,31 @@ TEST(Elementwise, CandleWhereCond) {
   EXPECT_EQ(r.flatten_to_vec<float>(), (std::vector<float>{10, 1, 12, 3, 14, 5, 6, 7, 18, 19}));
   Tensor fill = bcast(Tensor::new_(7.f, dev()), {2, 5});
   EXPECT_EQ(ids.where_cond(fill, b).to_vec2<float>(), (Mat{{10, 7, 12, 7, 14}, {7, 7, 7, 18, 19}}));
-  Tensor mask = bcast(Tensor::new_({{uint8_t{0}, uint8_t{1}, uint8_t{1}, uint8_t{0}, uint8_t{1}}}, dev()), {2, 5});
+  Tensor mask =
+      bcast(Tensor::new_({{uint8_t{0}, uint8_t{1}, uint8_t{1}, uint8_t{0}, uint8_t{1}}}, dev()), {2, 5});
   EXPECT_EQ(mask.where_cond(a, b).to_vec2<float>(), mask.contiguous().where_cond(a, b).to_vec2<float>());
   EXPECT_EQ(mask.where_cond(a, b).to_vec2<float>(), (Mat{{10, 1, 2, 13, 4}, {15, 6, 7, 18, 9}}));
   Tensor at = view(Tensor::from_vec(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {5, 2}, dev()),
                    Layout::contiguous({5, 2}).transpose(0, 1));
-  Tensor ids_src = Tensor::new_({{uint8_t{0}, uint8_t{1}}, {uint8_t{1}, uint8_t{1}}, {uint8_t{0}, uint8_t{0}},
-                                 {uint8_t{1}, uint8_t{0}}, {uint8_t{1}, uint8_t{1}}}, dev());
+  Tensor ids_src = Tensor::new_({{uint8_t{0}, uint8_t{1}},
+                                 {uint8_t{1}, uint8_t{1}},
+                                 {uint8_t{0}, uint8_t{0}},
+                                 {uint8_t{1}, uint8_t{0}},
+                                 {uint8_t{1}, uint8_t{1}}},
+                                dev());
   Tensor ids_t = view(ids_src, Layout::contiguous({5, 2}).transpose(0, 1));
-  EXPECT_EQ(ids_t.where_cond(at, b).to_vec2<float>(), ids_t.contiguous().where_cond(at.contiguous(), b).to_vec2<float>());
+  EXPECT_EQ(ids_t.where_cond(at, b).to_vec2<float>(),
+            ids_t.contiguous().where_cond(at.contiguous(), b).to_vec2<float>());
   EXPECT_EQ(ids_t.where_cond(at, b).to_vec2<float>(), (Mat{{10, 2, 12, 6, 8}, {1, 3, 17, 18, 9}}));
   Tensor row_mask = bcast(Tensor::new_({{uint8_t{1}}, {uint8_t{0}}}, dev()), {2, 5});
   EXPECT_EQ(row_mask.where_cond(a, fill).to_vec2<float>(), (Mat{{0, 1, 2, 3, 4}, {7, 7, 7, 7, 7}}));
 }
 
 TEST(Elementwise, WhereCondBroadcastsOperands) {
-  Tensor cond = Tensor::new_({{uint8_t{1}, uint8_t{0}, uint8_t{1}}, {uint8_t{0}, uint8_t{0}, uint8_t{1}}}, dev());
+  Tensor cond =
+      Tensor::new_({{uint8_t{1}, uint8_t{0}, uint8_t{1}}, {uint8_t{0}, uint8_t{0}, uint8_t{1}}}, dev());
   Tensor on_true = Tensor::new_({1.f, 2.f, 3.f}, dev());  // [3] -> [2, 3]
-  Tensor on_false = Tensor::new_(-1.f, dev());           // scalar
+  Tensor on_false = Tensor::new_(-1.f, dev());            // scalar
   EXPECT_EQ(cond.where_cond(on_true, on_false).to_vec2<float>(), (Mat{{1, -1, 3}, {-1, -1, 3}}));
   // the condition broadcasts too: [1, 3] with [2, 3] values
   Tensor row = Tensor::new_({{uint8_t{0}, uint8_t{1}, uint8_t{0}}}, dev());
@@ -278,7 +298,8 @@ TEST(Elementwise, WhereCondBroadcastsOperands) {
 
 TEST(Elementwise, CandleClamp) {
   Tensor t = Tensor::new_({{3.f, 1.f, 4.f, 1.f, 5.f}, {2.f, 1.f, 7.f, 8.f, 2.f}}, dev());
-  EXPECT_EQ(t.clamp(1.5, 6.2).to_vec2<float>(), (Mat{{3.0f, 1.5f, 4.0f, 1.5f, 5.0f}, {2.0f, 1.5f, 6.2f, 6.2f, 2.0f}}));
+  EXPECT_EQ(t.clamp(1.5, 6.2).to_vec2<float>(),
+            (Mat{{3.0f, 1.5f, 4.0f, 1.5f, 5.0f}, {2.0f, 1.5f, 6.2f, 6.2f, 2.0f}}));
 }
 
 TEST(Elementwise, ClampWithTensorsBroadcasts) {
@@ -306,7 +327,8 @@ TEST(Elementwise, PowOfNegativeBase) {
 }
 
 TEST(Elementwise, CandleI64Abs) {
-  EXPECT_EQ(Tensor::new_({int64_t{-42}, int64_t{1337}}, dev()).abs().to_vec1<int64_t>(), (std::vector<int64_t>{42, 1337}));
+  EXPECT_EQ(Tensor::new_({int64_t{-42}, int64_t{1337}}, dev()).abs().to_vec1<int64_t>(),
+            (std::vector<int64_t>{42, 1337}));
 }
 
 TEST(Elementwise, CandleTransposeAffine) {
@@ -333,9 +355,12 @@ TEST(Elementwise, UnaryValuesF32) {
     std::vector<float> in = t.to_vec1<float>();
     for (size_t i = 0; i < v.size(); ++i) {
       double want = f(in[i]);
-      if (std::isnan(want)) EXPECT_TRUE(std::isnan(v[i])) << i;
-      else if (std::isinf(want)) EXPECT_EQ(v[i], want) << i;
-      else EXPECT_NEAR(v[i], want, 2e-7 * std::max(1.0, std::fabs(want))) << i;  // f32 rounding
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(v[i])) << i;
+      else if (std::isinf(want))
+        EXPECT_EQ(v[i], want) << i;
+      else
+        EXPECT_NEAR(v[i], want, 2e-7 * std::max(1.0, std::fabs(want))) << i;  // f32 rounding
     }
   };
   near(t.exp(), [](double x) { return std::exp(x); });
@@ -402,17 +427,19 @@ TEST(Elementwise, IntegerUnaryOps) {
 }
 
 TEST(Elementwise, IntegerArithmeticWrapsAndDivisionByZeroGivesZero) {
-  Tensor a = Tensor::new_({std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 7}, dev())
-                 .to_dtype(DType::I32);
+  Tensor a =
+      Tensor::new_({std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 7}, dev())
+          .to_dtype(DType::I32);
   Tensor one = Tensor::new_({1, -1, 0}, dev()).to_dtype(DType::I32);
-  EXPECT_EQ(a.add(one).to_vec1<int32_t>(),
-            (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 7}));
-  EXPECT_EQ(a.div(one).to_vec1<int32_t>(),
-            (std::vector<int32_t>{std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 0}));
+  EXPECT_EQ(a.add(one).to_vec1<int32_t>(), (std::vector<int32_t>{std::numeric_limits<int32_t>::min(),
+                                                                 std::numeric_limits<int32_t>::max(), 7}));
+  EXPECT_EQ(a.div(one).to_vec1<int32_t>(), (std::vector<int32_t>{std::numeric_limits<int32_t>::max(),
+                                                                 std::numeric_limits<int32_t>::min(), 0}));
   Tensor i16 = Tensor::new_({int64_t{300}, int64_t{-7}}, dev()).to_dtype(DType::I16);
   EXPECT_EQ(i16.mul(i16).to_vec1<int16_t>(), (std::vector<int16_t>{static_cast<int16_t>(90000 - 65536), 49}));
   Tensor u = Tensor::new_({uint32_t{7}, uint32_t{9}}, dev());
-  EXPECT_EQ(u.div(Tensor::new_({uint32_t{2}, uint32_t{0}}, dev())).to_vec1<uint32_t>(), (std::vector<uint32_t>{3, 0}));
+  EXPECT_EQ(u.div(Tensor::new_({uint32_t{2}, uint32_t{0}}, dev())).to_vec1<uint32_t>(),
+            (std::vector<uint32_t>{3, 0}));
   EXPECT_EQ(u.sub(Tensor::new_({uint32_t{8}, uint32_t{1}}, dev())).to_vec1<uint32_t>(),
             (std::vector<uint32_t>{0xffffffffu, 8}));
 }
@@ -431,9 +458,9 @@ TEST(Elementwise, IntegerAffine) {
 TEST(Elementwise, IntegerDtypesRejectFloatOnlyOps) {
   for (DType dt : {DType::U8, DType::U32, DType::I16, DType::I32, DType::I64}) {
     Tensor t = Tensor::ones({3}, dt, dev());
-    for (auto f : {&Tensor::exp, &Tensor::log, &Tensor::sin, &Tensor::cos, &Tensor::tanh, &Tensor::sqrt,
-                   &Tensor::recip, &Tensor::gelu, &Tensor::gelu_erf, &Tensor::erf, &Tensor::silu,
-                   &Tensor::sigmoid}) {
+    for (auto f :
+         {&Tensor::exp, &Tensor::log, &Tensor::sin, &Tensor::cos, &Tensor::tanh, &Tensor::sqrt,
+          &Tensor::recip, &Tensor::gelu, &Tensor::gelu_erf, &Tensor::erf, &Tensor::silu, &Tensor::sigmoid}) {
       EXPECT_THROW((t.*f)(), Error) << dtype_name(dt);
     }
     expect_error([&] { t.exp(); }, ErrorKind::UnsupportedOp, {"exp", std::string(dtype_name(dt))});
@@ -481,12 +508,13 @@ TEST(Elementwise, FloatOpsOnSmallFloatsMatchF32Rounded) {
     SCOPED_TRACE(dtype_name(dt));
     Tensor xs = x.to_dtype(dt);
     Tensor x32 = xs.to_dtype(DType::F32);  // the exact small-float values
-    for (UnaryOp op : {UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Gelu, UnaryOp::GeluErf, UnaryOp::Erf,
-                       UnaryOp::Silu, UnaryOp::Sigmoid, UnaryOp::Neg, UnaryOp::Sqr, UnaryOp::Abs,
-                       UnaryOp::Sin, UnaryOp::Round}) {
+    for (UnaryOp op :
+         {UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Gelu, UnaryOp::GeluErf, UnaryOp::Erf, UnaryOp::Silu,
+          UnaryOp::Sigmoid, UnaryOp::Neg, UnaryOp::Sqr, UnaryOp::Abs, UnaryOp::Sin, UnaryOp::Round}) {
       SCOPED_TRACE(unary_op_name(op));
       Tensor got = Tensor::from_storage(xs.storage()->unary(op, xs.layout()), xs.layout(), dt, dev());
-      Tensor want = Tensor::from_storage(x32.storage()->unary(op, x32.layout()), x32.layout(), DType::F32, dev());
+      Tensor want =
+          Tensor::from_storage(x32.storage()->unary(op, x32.layout()), x32.layout(), DType::F32, dev());
       EXPECT_EQ(bytes_of(got), bytes_of(want.to_dtype(dt)));
     }
     EXPECT_EQ(bytes_of(xs.elu(1.5)), bytes_of(x32.elu(1.5).to_dtype(dt)));
@@ -526,8 +554,9 @@ TEST(Elementwise, WhereCondEveryDtype) {
       EXPECT_EQ(r.to_dtype(DType::F32).to_vec1<float>(), want);
     }
   }
-  expect_error([&] { Tensor::new_({1.f}, dev()).where_cond(Tensor::new_({1.f}, dev()), Tensor::new_({1.f}, dev())); },
-               ErrorKind::DTypeMismatch, {"where_cond", "f32"});
+  expect_error(
+      [&] { Tensor::new_({1.f}, dev()).where_cond(Tensor::new_({1.f}, dev()), Tensor::new_({1.f}, dev())); },
+      ErrorKind::DTypeMismatch, {"where_cond", "f32"});
 }
 
 // ---- layouts ------------------------------------------------------------------------------------
@@ -556,7 +585,8 @@ TEST(Elementwise, StridedLayoutsMatchContiguous) {
           SCOPED_TRACE(unary_op_name(op));
           Tensor sv = Tensor::from_storage(as[k].storage()->unary(op, as[k].layout()),
                                            Layout::contiguous(a.shape()), dt, dev());
-          Tensor cv = Tensor::from_storage(a.storage()->unary(op, a.layout()), Layout::contiguous(a.shape()), dt, dev());
+          Tensor cv = Tensor::from_storage(a.storage()->unary(op, a.layout()), Layout::contiguous(a.shape()),
+                                           dt, dev());
           EXPECT_EQ(bytes_of(sv), bytes_of(cv));
         }
         EXPECT_EQ(bytes_of(as[k].elu(0.7)), bytes_of(a.elu(0.7)));
@@ -605,7 +635,7 @@ TEST(Elementwise, ShapeMismatchNamesOpAndShapes) {
   Tensor a = Tensor::zeros({2, 3}, DType::F32, dev());
   Tensor b = Tensor::zeros({3, 2}, DType::F32, dev());
   expect_error([&] { a.add(b); }, ErrorKind::ShapeMismatch, {"add", "[2, 3]", "[3, 2]"});
-  expect_error([&] { a * b; }, ErrorKind::ShapeMismatch, {"mul", "[2, 3]", "[3, 2]"});
+  expect_error([&] { a* b; }, ErrorKind::ShapeMismatch, {"mul", "[2, 3]", "[3, 2]"});
   expect_error([&] { a.maximum(b); }, ErrorKind::ShapeMismatch, {"maximum", "[2, 3]", "[3, 2]"});
   expect_error([&] { a.pow(b); }, ErrorKind::ShapeMismatch, {"pow", "[2, 3]", "[3, 2]"});
   expect_error([&] { a.eq(b); }, ErrorKind::ShapeMismatch, {"eq", "[2, 3]", "[3, 2]"});
@@ -635,10 +665,13 @@ TEST(Elementwise, DtypeMismatchNamesOp) {
 // silu 3 (outputs in the normal range), erf 3 (or 2e-7 absolute near the |x| = 1 switch).
 TEST(VecMath, ExpWithinOneUlp) {
   double worst = 0;
-  for_samples(-104.f, 89.f, [&](float x) { worst = std::max(worst, ulp_error(candle::cpu::vm::exp_f32(x), std::exp(double(x)))); });
+  for_samples(-104.f, 89.f, [&](float x) {
+    worst = std::max(worst, ulp_error(candle::cpu::vm::exp_f32(x), std::exp(double(x))));
+  });
   EXPECT_LE(worst, 1.0);
   EXPECT_EQ(candle::cpu::vm::exp_f32(0.f), 1.f);
-  EXPECT_EQ(candle::cpu::vm::exp_f32(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(candle::cpu::vm::exp_f32(std::numeric_limits<float>::infinity()),
+            std::numeric_limits<float>::infinity());
   EXPECT_EQ(candle::cpu::vm::exp_f32(-std::numeric_limits<float>::infinity()), 0.f);
   EXPECT_EQ(candle::cpu::vm::exp_f32(89.f), std::numeric_limits<float>::infinity());
   EXPECT_EQ(candle::cpu::vm::exp_f32(-200.f), 0.f);
@@ -648,13 +681,17 @@ TEST(VecMath, ExpWithinOneUlp) {
 
 TEST(VecMath, Expm1WithinTwoUlp) {
   double worst = 0;
-  for_samples(-87.f, 87.f, [&](float x) { worst = std::max(worst, ulp_error(candle::cpu::vm::expm1_f32(x), std::expm1(double(x)))); });
+  for_samples(-87.f, 87.f, [&](float x) {
+    worst = std::max(worst, ulp_error(candle::cpu::vm::expm1_f32(x), std::expm1(double(x))));
+  });
   EXPECT_LE(worst, 2.0);
 }
 
 TEST(VecMath, TanhWithinThreeUlp) {
   double worst = 0;
-  for_samples(-30.f, 30.f, [&](float x) { worst = std::max(worst, ulp_error(candle::cpu::vm::tanh_f32(x), std::tanh(double(x)))); });
+  for_samples(-30.f, 30.f, [&](float x) {
+    worst = std::max(worst, ulp_error(candle::cpu::vm::tanh_f32(x), std::tanh(double(x))));
+  });
   EXPECT_LE(worst, 3.0);
   EXPECT_EQ(candle::cpu::vm::tanh_f32(std::numeric_limits<float>::infinity()), 1.f);
   EXPECT_EQ(candle::cpu::vm::tanh_f32(-std::numeric_limits<float>::infinity()), -1.f);
@@ -684,8 +721,10 @@ TEST(VecMath, GeluTanhAccuracy) {
     double xd = x;
     double ref = 0.5 * xd * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (xd + 0.044715 * xd * xd * xd)));
     float got = candle::cpu::vm::gelu_tanh_f32(x);
-    if (x >= -1.f) worst_ulp = std::max(worst_ulp, ulp_error(got, ref));
-    else worst_abs = std::max(worst_abs, std::fabs(got - ref));
+    if (x >= -1.f)
+      worst_ulp = std::max(worst_ulp, ulp_error(got, ref));
+    else
+      worst_abs = std::max(worst_abs, std::fabs(got - ref));
   });
   EXPECT_LE(worst_ulp, 3.0);
   EXPECT_LE(worst_abs, 1e-7);
@@ -711,8 +750,10 @@ TEST(VecMath, GeluErfAccuracy) {
   for_samples(-14.f, 30.f, [&](float x) {
     double ref = 0.5 * double(x) * std::erfc(-double(x) / std::sqrt(2.0));
     float got = candle::cpu::vm::gelu_erf_f32(x);
-    if (x >= -1.f) worst_ulp = std::max(worst_ulp, ulp_error(got, ref));
-    else worst_abs = std::max(worst_abs, std::fabs(got - ref));
+    if (x >= -1.f)
+      worst_ulp = std::max(worst_ulp, ulp_error(got, ref));
+    else
+      worst_abs = std::max(worst_abs, std::fabs(got - ref));
   });
   EXPECT_LE(worst_ulp, 4.0);
   EXPECT_LE(worst_abs, 4e-7);
@@ -742,10 +783,28 @@ TEST(Elementwise, ThreadCountDoesNotChangeBytes) {
   Tensor xh = x.to_dtype(DType::BF16);
   auto run_all = [&]() {
     std::vector<std::vector<uint8_t>> out;
-    for (const Tensor& r : {x.exp(), x.gelu(), x.gelu_erf(), x.silu(), x.tanh(), x.erf(), x.sigmoid(),
-                            xt.exp(), xt.silu(), x.elu(1.0), x.powf(1.5), x.affine(0.5, 2.0), xh.gelu(),
-                            x.add(y), x.div(y), xt.mul(y), x.broadcast_mul(row), x.broadcast_sub(view(y, y.layout().narrow(1, 0, 1))),
-                            x.lt(y), x.broadcast_ge(row), x.gt(Scalar(0.0)).where_cond(x, y), x.clamp(-1.0, 1.0)}) {
+    for (const Tensor& r : {x.exp(),
+                            x.gelu(),
+                            x.gelu_erf(),
+                            x.silu(),
+                            x.tanh(),
+                            x.erf(),
+                            x.sigmoid(),
+                            xt.exp(),
+                            xt.silu(),
+                            x.elu(1.0),
+                            x.powf(1.5),
+                            x.affine(0.5, 2.0),
+                            xh.gelu(),
+                            x.add(y),
+                            x.div(y),
+                            xt.mul(y),
+                            x.broadcast_mul(row),
+                            x.broadcast_sub(view(y, y.layout().narrow(1, 0, 1))),
+                            x.lt(y),
+                            x.broadcast_ge(row),
+                            x.gt(Scalar(0.0)).where_cond(x, y),
+                            x.clamp(-1.0, 1.0)}) {
       out.push_back(bytes_of(r));
     }
     return out;

@@ -119,7 +119,8 @@ TEST(IndexSelect, EveryIndexDtype) {
     Tensor ids = ids_of({0, 2, 1}, {3}, dt);
     EXPECT_EQ(t.index_select(ids, 1).to_vec2<float>(), (Mat{{0, 2, 1}, {3, 5, 4}, {6, 8, 7}, {9, 11, 10}}))
         << dtype_name(dt);
-    EXPECT_EQ(t.index_select(ids, -2).to_vec2<float>(), (Mat{{0, 1, 2}, {6, 7, 8}, {3, 4, 5}})) << dtype_name(dt);
+    EXPECT_EQ(t.index_select(ids, -2).to_vec2<float>(), (Mat{{0, 1, 2}, {6, 7, 8}, {3, 4, 5}}))
+        << dtype_name(dt);
   }
 }
 
@@ -187,12 +188,18 @@ TEST(IndexSelect, StridedAndOffsetIds) {
 
 TEST(IndexSelect, OutOfRangeIdThrows) {
   Tensor t = arange_f32(0, {4, 3});
-  expect_error(ErrorKind::IndexOutOfRange, [&] { t.index_select(ids_of({0, 4}, {2}), 0); },
+  expect_error(ErrorKind::IndexOutOfRange,
+               [&] {
+                 t.index_select(ids_of({0, 4}, {2}), 0);
+               },
                {"index_select", "index 4", "size 4"});
   expect_error(ErrorKind::IndexOutOfRange, [&] { t.index_select(ids_of({3}, {1}, DType::U8), 1); },
                {"index_select", "index 3", "size 3"});
   for (DType dt : {DType::I16, DType::I32, DType::I64}) {
-    expect_error(ErrorKind::IndexOutOfRange, [&] { t.index_select(ids_of({1, -1}, {2}, dt), 0); },
+    expect_error(ErrorKind::IndexOutOfRange,
+                 [&] {
+                   t.index_select(ids_of({1, -1}, {2}, dt), 0);
+                 },
                  {"index_select", "index -1", "size 4"});
   }
   expect_error(ErrorKind::IndexOutOfRange,
@@ -213,8 +220,12 @@ TEST(IndexSelect, FirstOutOfRangeIdIsReportedForAnyThreadCount) {
 
 TEST(IndexSelect, RejectsBadArguments) {
   Tensor t = arange_f32(0, {4, 3});
-  expect_error(ErrorKind::DTypeMismatch, [&] { t.index_select(Tensor::new_({0.f}, cpu()), 0); }, {"index_select"});
-  expect_error(ErrorKind::ShapeMismatch, [&] { t.index_select(ids_of({0, 1}, {1, 2}), 0); },
+  expect_error(ErrorKind::DTypeMismatch, [&] { t.index_select(Tensor::new_({0.f}, cpu()), 0); },
+               {"index_select"});
+  expect_error(ErrorKind::ShapeMismatch,
+               [&] {
+                 t.index_select(ids_of({0, 1}, {1, 2}), 0);
+               },
                {"index_select", "[4, 3]", "[1, 2]"});
   EXPECT_THROW(t.index_select(ids_of({0}, {1}), 2), Error);
 }
@@ -230,7 +241,8 @@ TEST(IndexSelect, LargeTableMatchesReferenceForAnyThreadCount) {
   Tensor table = random_bytes(DType::F32, {vocab, hidden}, 3);
   std::vector<int64_t> ids = pseudo_random_ids(n, vocab, 5);
   std::vector<uint8_t> src = bytes_of(table), want;
-  for (int64_t id : ids) want.insert(want.end(), src.begin() + id * hidden * 4, src.begin() + (id + 1) * hidden * 4);
+  for (int64_t id : ids)
+    want.insert(want.end(), src.begin() + id * hidden * 4, src.begin() + (id + 1) * hidden * 4);
   Tensor ids_t = ids_of(ids, {n});
   EXPECT_EQ(bytes_of(table.index_select(ids_t, 0)), want);
   expect_same_bytes_for_any_thread_count([&] { return table.index_select(ids_t, 0); });
@@ -252,34 +264,37 @@ TEST(Gather, CandleValues) {
 
 TEST(Gather, CandleValues3dDim1) {
   Tensor t = Tensor::from_vec(
-      std::vector<float>{-117, -175, 69,   -163, 200,  242,  -21,  -67,  179,  150,  -126, -75,  -118, 38,   -138, -13,
-                         -221, 136,  -185, 180,  58,   182,  -204, -149, 3,    -148, -58,  -154, -43,  45,   -108, 4,
-                         -69,  -249, -71,  -21,  80,   110,  -152, -235, -88,  7,    92,   -250, -186, 207,  -242, 98,
-                         238,  19,   64,   -242, -150, -97,  218,  58,   111,  -233, 204,  -212, -242, -232, 83,   42,
-                         153,  62,   -251, 219,  -117, 36,   -119, 10,   215,  159,  -169, -27,  -83,  101,  -88,  169,
-                         -205, 93,   225,  -64,  -162, 240,  214,  23,   -112, 6,    21,   245,  -38,  113,  93,   215,
-                         91,   -188, -148, 101,  74,   203,  -35,  55,   -116, -130, -153, -96,  58,   22,   -45,  -194,
-                         -221, -134, 73,   159,  -203, -254, 31,   235,  105,  -53,  61,   186,  -195, 234,  75,   -1,
-                         51,   139,  160,  -108, -173, -167, 161,  19,   83,   -246, 156,  -222, 109,  39,   -149, 137},
+      std::vector<float>{
+          -117, -175, 69,   -163, 200,  242,  -21,  -67,  179,  150,  -126, -75,  -118, 38,   -138, -13,
+          -221, 136,  -185, 180,  58,   182,  -204, -149, 3,    -148, -58,  -154, -43,  45,   -108, 4,
+          -69,  -249, -71,  -21,  80,   110,  -152, -235, -88,  7,    92,   -250, -186, 207,  -242, 98,
+          238,  19,   64,   -242, -150, -97,  218,  58,   111,  -233, 204,  -212, -242, -232, 83,   42,
+          153,  62,   -251, 219,  -117, 36,   -119, 10,   215,  159,  -169, -27,  -83,  101,  -88,  169,
+          -205, 93,   225,  -64,  -162, 240,  214,  23,   -112, 6,    21,   245,  -38,  113,  93,   215,
+          91,   -188, -148, 101,  74,   203,  -35,  55,   -116, -130, -153, -96,  58,   22,   -45,  -194,
+          -221, -134, 73,   159,  -203, -254, 31,   235,  105,  -53,  61,   186,  -195, 234,  75,   -1,
+          51,   139,  160,  -108, -173, -167, 161,  19,   83,   -246, 156,  -222, 109,  39,   -149, 137},
       {6, 6, 4}, cpu());
   Tensor ids = ids_of({4, 4, 4, 2, 0, 4, 4, 3, 1, 5, 3, 4, 0, 3, 3, 2, 1, 1, 5, 2, 1, 4, 5, 4}, {6, 1, 4});
   EXPECT_EQ(t.gather(ids, 1).flatten_to_vec<float>(),
-            (std::vector<float>{-221, 136, -185, -75, 3, 7, 92, -235, -150, 36, 83, 219, 215, 240, 214, -64, 74,
-                                203, 31, -96, -195, -246, -149, -222}));
+            (std::vector<float>{-221, 136, -185, -75, 3,  7,   92, -235, -150, 36,   83,   219,
+                                215,  240, 214,  -64, 74, 203, 31, -96,  -195, -246, -149, -222}));
 }
 
 TEST(Gather, CandleValues3dDim2) {
-  Tensor t = Tensor::from_vec(std::vector<float>{-162, 202, -126, -39, 35, -65, 1, 80, 37, 248, -191, 89, 117, -40,
-                                                 -217, 220},
-                              {2, 4, 2}, cpu());
+  Tensor t = Tensor::from_vec(
+      std::vector<float>{-162, 202, -126, -39, 35, -65, 1, 80, 37, 248, -191, 89, 117, -40, -217, 220},
+      {2, 4, 2}, cpu());
   Tensor ids = ids_of({1, 0, 1, 1, 0, 1, 0, 1}, {2, 4, 1});
-  EXPECT_EQ(t.gather(ids, 2).flatten_to_vec<float>(), (std::vector<float>{202, -126, -65, 80, 37, 89, 117, 220}));
+  EXPECT_EQ(t.gather(ids, 2).flatten_to_vec<float>(),
+            (std::vector<float>{202, -126, -65, 80, 37, 89, 117, 220}));
   Tensor t2 = Tensor::from_vec(
       std::vector<float>{-21, -197, 194, 122, 255, -106, -191, 250, 33, -117, 43, 10, -130, 238, -217, -92},
       {4, 2, 2}, cpu());
   Tensor ids2 = ids_of({0, 1, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 1, 0, 1, 0}, {4, 2, 2});
   EXPECT_EQ(t2.gather(ids2, 2).flatten_to_vec<float>(),
-            (std::vector<float>{-21, -197, 122, 194, -106, 255, -191, 250, 33, -117, 43, 10, 238, -130, -92, -217}));
+            (std::vector<float>{-21, -197, 122, 194, -106, 255, -191, 250, 33, -117, 43, 10, 238, -130, -92,
+                                -217}));
 }
 
 TEST(Gather, EveryIndexDtype) {
@@ -324,9 +339,15 @@ TEST(Gather, StridedSelfAndIds) {
 
 TEST(Gather, OutOfRangeIdThrows) {
   Tensor t = arange_f32(0, {4, 3});
-  expect_error(ErrorKind::IndexOutOfRange, [&] { t.gather(ids_of({0, 2, 3, 0}, {4, 1}), 1); },
+  expect_error(ErrorKind::IndexOutOfRange,
+               [&] {
+                 t.gather(ids_of({0, 2, 3, 0}, {4, 1}), 1);
+               },
                {"gather", "index 3", "size 3"});
-  expect_error(ErrorKind::IndexOutOfRange, [&] { t.gather(ids_of({0, -2, 0}, {1, 3}, DType::I16), 0); },
+  expect_error(ErrorKind::IndexOutOfRange,
+               [&] {
+                 t.gather(ids_of({0, -2, 0}, {1, 3}, DType::I16), 0);
+               },
                {"gather", "index -2", "size 4"});
 }
 
@@ -345,9 +366,17 @@ TEST(Gather, FirstOutOfRangeIdIsReportedForAnyThreadCount) {
 
 TEST(Gather, ShapeMismatchThrows) {
   Tensor t = arange_f32(0, {4, 3});
-  expect_error(ErrorKind::ShapeMismatch, [&] { t.gather(ids_of({0, 0}, {2, 1}), 1); }, {"gather", "[4, 3]", "[2, 1]"});
+  expect_error(ErrorKind::ShapeMismatch,
+               [&] {
+                 t.gather(ids_of({0, 0}, {2, 1}), 1);
+               },
+               {"gather", "[4, 3]", "[2, 1]"});
   expect_error(ErrorKind::ShapeMismatch, [&] { t.gather(ids_of({0, 0, 0, 0}, {4}), 1); }, {"gather"});
-  expect_error(ErrorKind::DTypeMismatch, [&] { t.gather(Tensor::zeros({4, 1}, DType::F16, cpu()), 1); }, {"gather"});
+  expect_error(ErrorKind::DTypeMismatch,
+               [&] {
+                 t.gather(Tensor::zeros({4, 1}, DType::F16, cpu()), 1);
+               },
+               {"gather"});
 }
 
 TEST(Gather, LargeMatchesForAnyThreadCount) {
@@ -402,10 +431,12 @@ TEST(ScatterSet, InPlaceCandleValues) {
   Tensor t = arange_f32(0, {4, 3});
   Tensor init = Tensor::ones({4, 5}, DType::F32, cpu());
   init.scatter_set(candle_scatter_ids(), t, 1);
-  EXPECT_EQ(init.to_vec2<float>(), (Mat{{0, 1, 2, 1, 1}, {5, 1, 1, 3, 4}, {1, 8, 1, 7, 1}, {10, 1, 9, 1, 11}}));
+  EXPECT_EQ(init.to_vec2<float>(),
+            (Mat{{0, 1, 2, 1, 1}, {5, 1, 1, 3, 4}, {1, 8, 1, 7, 1}, {10, 1, 9, 1, 11}}));
   Tensor acc = Tensor::ones({6, 3}, DType::F32, cpu());
   acc.scatter_add_set(candle_scatter_ids(), t, 0);
-  EXPECT_EQ(acc.to_vec2<float>(), (Mat{{1, 11, 6}, {1, 2, 9}, {10, 1, 3}, {10, 8, 1}, {1, 5, 12}, {1, 1, 1}}));
+  EXPECT_EQ(acc.to_vec2<float>(),
+            (Mat{{1, 11, 6}, {1, 2, 9}, {10, 1, 3}, {10, 8, 1}, {1, 5, 12}, {1, 1, 1}}));
 }
 
 TEST(ScatterSet, OffsetSelfWritesOnlyItsOwnRows) {
@@ -413,13 +444,15 @@ TEST(ScatterSet, OffsetSelfWritesOnlyItsOwnRows) {
   Tensor self = test_util::offset_view(Tensor::ones({4, 5}, DType::F32, cpu()));
   ASSERT_TRUE(self.is_contiguous());
   self.scatter_set(candle_scatter_ids(), arange_f32(0, {4, 3}), 1);
-  EXPECT_EQ(self.to_vec2<float>(), (Mat{{0, 1, 2, 1, 1}, {5, 1, 1, 3, 4}, {1, 8, 1, 7, 1}, {10, 1, 9, 1, 11}}));
+  EXPECT_EQ(self.to_vec2<float>(),
+            (Mat{{0, 1, 2, 1, 1}, {5, 1, 1, 3, 4}, {1, 8, 1, 7, 1}, {10, 1, 9, 1, 11}}));
   Tensor whole = view(self, Layout::contiguous({8, 5}));
   std::vector<float> all = whole.flatten_to_vec<float>();
   for (size_t i : {0, 1, 6, 7})
     for (size_t j = 0; j < 5; ++j) EXPECT_EQ(all[i * 5 + j], 0.f) << i << "," << j;
   self.scatter_add_set(candle_scatter_ids(), arange_f32(0, {4, 3}), 1);
-  EXPECT_EQ(self.to_vec2<float>(), (Mat{{0, 2, 4, 1, 1}, {10, 1, 1, 6, 8}, {1, 16, 1, 20, 1}, {20, 1, 18, 1, 22}}));
+  EXPECT_EQ(self.to_vec2<float>(),
+            (Mat{{0, 2, 4, 1, 1}, {10, 1, 1, 6, 8}, {1, 16, 1, 20, 1}, {20, 1, 18, 1, 22}}));
   all = whole.flatten_to_vec<float>();
   for (size_t i : {0, 1, 6, 7})
     for (size_t j = 0; j < 5; ++j) EXPECT_EQ(all[i * 5 + j], 0.f) << i << "," << j;
@@ -454,8 +487,9 @@ TEST(Scatter, EveryIndexDtype) {
     EXPECT_EQ(Tensor::ones({4, 5}, DType::F32, cpu()).scatter(candle_scatter_ids(dt), t, 1).to_vec2<float>(),
               (Mat{{0, 1, 2, 1, 1}, {5, 1, 1, 3, 4}, {1, 8, 1, 7, 1}, {10, 1, 9, 1, 11}}))
         << dtype_name(dt);
-    EXPECT_EQ(Tensor::ones({6, 3}, DType::F32, cpu()).scatter_add(candle_scatter_ids(dt), t, 0).to_vec2<float>(),
-              (Mat{{1, 11, 6}, {1, 2, 9}, {10, 1, 3}, {10, 8, 1}, {1, 5, 12}, {1, 1, 1}}))
+    EXPECT_EQ(
+        Tensor::ones({6, 3}, DType::F32, cpu()).scatter_add(candle_scatter_ids(dt), t, 0).to_vec2<float>(),
+        (Mat{{1, 11, 6}, {1, 2, 9}, {10, 1, 3}, {10, 8, 1}, {1, 5, 12}, {1, 1, 1}}))
         << dtype_name(dt);
   }
 }
@@ -502,7 +536,8 @@ TEST(ScatterSet, OutOfRangeIdLeavesSelfUntouched) {
   // the bad id comes last, after ids that would have been written first
   Tensor bad = ids_of({0, 1, 2, 3, 4, 0, 3, 3, 1, 2, 0, 5}, {4, 3});
   Tensor t = arange_f32(0, {4, 3});
-  expect_error(ErrorKind::IndexOutOfRange, [&] { self.scatter_set(bad, t, 1); }, {"scatter", "index 5", "size 5"});
+  expect_error(ErrorKind::IndexOutOfRange, [&] { self.scatter_set(bad, t, 1); },
+               {"scatter", "index 5", "size 5"});
   expect_error(ErrorKind::IndexOutOfRange, [&] { self.scatter_add_set(bad, t, 1); },
                {"scatter_add", "index 5", "size 5"});
   Tensor neg = ids_of({0, 1, 2, 3, 4, 0, 3, 3, 1, 2, 0, -1}, {4, 3}, DType::I32);
@@ -525,20 +560,32 @@ TEST(ScatterSet, LargeOutOfRangeIdLeavesSelfUntouched) {
 TEST(ScatterSet, RequiresContiguousSelf) {
   Tensor self = test_util::transposed_copy_view(Tensor::ones({4, 5}, DType::F32, cpu()));
   expect_error(ErrorKind::InvalidArgument,
-               [&] { self.scatter_set(candle_scatter_ids(), arange_f32(0, {4, 3}), 1); }, {"scatter_set"});
+               [&] {
+                 self.scatter_set(candle_scatter_ids(), arange_f32(0, {4, 3}), 1);
+               },
+               {"scatter_set"});
   expect_error(ErrorKind::InvalidArgument,
-               [&] { self.scatter_add_set(candle_scatter_ids(), arange_f32(0, {4, 3}), 1); }, {"scatter_add_set"});
+               [&] {
+                 self.scatter_add_set(candle_scatter_ids(), arange_f32(0, {4, 3}), 1);
+               },
+               {"scatter_add_set"});
 }
 
 TEST(Scatter, ShapeAndDtypeMismatchThrows) {
   Tensor init = Tensor::ones({4, 5}, DType::F32, cpu());
   Tensor t = arange_f32(0, {4, 3});
-  expect_error(ErrorKind::ShapeMismatch, [&] { init.scatter(candle_scatter_ids(), arange_f32(0, {3, 3}), 1); },
+  expect_error(ErrorKind::ShapeMismatch,
+               [&] {
+                 init.scatter(candle_scatter_ids(), arange_f32(0, {3, 3}), 1);
+               },
                {"scatter", "[4, 5]", "[3, 3]"});
-  expect_error(ErrorKind::ShapeMismatch, [&] { init.scatter_add(ids_of({0, 1}, {1, 2}), t, 1); },
+  expect_error(ErrorKind::ShapeMismatch,
+               [&] {
+                 init.scatter_add(ids_of({0, 1}, {1, 2}), t, 1);
+               },
                {"scatter_add", "[1, 2]", "[4, 3]"});
-  expect_error(ErrorKind::DTypeMismatch, [&] { init.scatter(candle_scatter_ids(), t.to_dtype(DType::F64), 1); },
-               {"scatter"});
+  expect_error(ErrorKind::DTypeMismatch,
+               [&] { init.scatter(candle_scatter_ids(), t.to_dtype(DType::F64), 1); }, {"scatter"});
   expect_error(ErrorKind::DTypeMismatch, [&] { init.scatter(t, t, 1); }, {"scatter"});
 }
 
@@ -579,7 +626,8 @@ TEST(ScatterAdd, RepeatedIdsAddInSourceOrderForAnyThreadCount) {
   Tensor self = Tensor::zeros({out_rows, cols}, DType::F32, cpu());
   std::vector<float> want(out_rows * cols, 0.f);
   for (size_t k = 0; k < rows; ++k)
-    for (size_t c = 0; c < cols; ++c) want[static_cast<size_t>(idv[k * cols + c]) * cols + c] += src_v[k * cols + c];
+    for (size_t c = 0; c < cols; ++c)
+      want[static_cast<size_t>(idv[k * cols + c]) * cols + c] += src_v[k * cols + c];
   for (size_t n : {1, 2, 3}) {
     Threads t(n);
     EXPECT_EQ(self.scatter_add(ids, src, 0).flatten_to_vec<float>(), want) << n << " threads";
@@ -606,7 +654,8 @@ TEST(IndexAdd, RepeatedIdsAddInSourceOrderForAnyThreadCount) {
   Tensor self = Tensor::zeros({vocab, hidden}, DType::F32, cpu());
   std::vector<float> want(vocab * hidden, 0.f);
   for (size_t k = 0; k < n; ++k)
-    for (size_t c = 0; c < hidden; ++c) want[static_cast<size_t>(idv[k]) * hidden + c] += src_v[k * hidden + c];
+    for (size_t c = 0; c < hidden; ++c)
+      want[static_cast<size_t>(idv[k]) * hidden + c] += src_v[k * hidden + c];
   for (size_t threads : {1, 2, 3}) {
     Threads t(threads);
     EXPECT_EQ(self.index_add(ids, src, 0).flatten_to_vec<float>(), want) << threads << " threads";
@@ -626,8 +675,9 @@ TEST(IndexAdd, CandleValues) {
             (Mat{{1, 4}, {4, 10}, {7, 16}, {10, 22}}));
   EXPECT_EQ(Tensor::zeros({4, 2}, DType::F32, cpu()).index_add(ids_of({1, 0, 0}, {3}), t, 1).to_vec2<float>(),
             (Mat{{3, 0}, {9, 3}, {15, 6}, {21, 9}}));
-  EXPECT_EQ(Tensor::zeros({6, 3}, DType::F32, cpu()).index_add(ids_of({5, 0, 1, 0}, {4}), t, 0).to_vec2<float>(),
-            (Mat{{12, 14, 16}, {6, 7, 8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 1, 2}}));
+  EXPECT_EQ(
+      Tensor::zeros({6, 3}, DType::F32, cpu()).index_add(ids_of({5, 0, 1, 0}, {4}), t, 0).to_vec2<float>(),
+      (Mat{{12, 14, 16}, {6, 7, 8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 1, 2}}));
   EXPECT_EQ(init.flatten_to_vec<float>(), std::vector<float>(8, 1.f));
 }
 
@@ -658,15 +708,30 @@ TEST(IndexAdd, StridedSelfIdsAndSrc) {
 TEST(IndexAdd, ErrorsNameTheOp) {
   Tensor t = arange_f32(0, {4, 3});
   Tensor init = Tensor::ones({4, 2}, DType::F32, cpu());
-  expect_error(ErrorKind::IndexOutOfRange, [&] { init.index_add(ids_of({0, 2, 1}, {3}), t, 1); },
+  expect_error(ErrorKind::IndexOutOfRange,
+               [&] {
+                 init.index_add(ids_of({0, 2, 1}, {3}), t, 1);
+               },
                {"index_add", "index 2", "size 2"});
-  expect_error(ErrorKind::IndexOutOfRange, [&] { init.index_add(ids_of({0, -1, 1}, {3}, DType::I64), t, 1); },
+  expect_error(ErrorKind::IndexOutOfRange,
+               [&] {
+                 init.index_add(ids_of({0, -1, 1}, {3}, DType::I64), t, 1);
+               },
                {"index_add", "index -1"});
-  expect_error(ErrorKind::ShapeMismatch, [&] { init.index_add(ids_of({0, 1}, {2}), t, 1); },
+  expect_error(ErrorKind::ShapeMismatch,
+               [&] {
+                 init.index_add(ids_of({0, 1}, {2}), t, 1);
+               },
                {"index_add", "[2]", "[4, 3]"});
-  expect_error(ErrorKind::ShapeMismatch, [&] { init.index_add(ids_of({0, 1, 1}, {3}), arange_f32(0, {3, 3}), 1); },
+  expect_error(ErrorKind::ShapeMismatch,
+               [&] {
+                 init.index_add(ids_of({0, 1, 1}, {3}), arange_f32(0, {3, 3}), 1);
+               },
                {"index_add", "[4, 2]", "[3, 3]"});
-  expect_error(ErrorKind::DTypeMismatch, [&] { init.index_add(ids_of({0, 1, 1}, {3}), t.to_dtype(DType::F16), 1); },
+  expect_error(ErrorKind::DTypeMismatch,
+               [&] {
+                 init.index_add(ids_of({0, 1, 1}, {3}), t.to_dtype(DType::F16), 1);
+               },
                {"index_add"});
 }
 
@@ -675,9 +740,12 @@ TEST(IndexAdd, ErrorsNameTheOp) {
 TEST(SliceScatter, CandleValues) {
   Tensor t = arange_f32(0, {4, 3});
   Tensor src = arange_f32(100, {2, 3});
-  EXPECT_EQ(t.slice_scatter0(src, 0).to_vec2<float>(), (Mat{{100, 101, 102}, {103, 104, 105}, {6, 7, 8}, {9, 10, 11}}));
-  EXPECT_EQ(t.slice_scatter0(src, 1).to_vec2<float>(), (Mat{{0, 1, 2}, {100, 101, 102}, {103, 104, 105}, {9, 10, 11}}));
-  EXPECT_EQ(t.slice_scatter0(src, 2).to_vec2<float>(), (Mat{{0, 1, 2}, {3, 4, 5}, {100, 101, 102}, {103, 104, 105}}));
+  EXPECT_EQ(t.slice_scatter0(src, 0).to_vec2<float>(),
+            (Mat{{100, 101, 102}, {103, 104, 105}, {6, 7, 8}, {9, 10, 11}}));
+  EXPECT_EQ(t.slice_scatter0(src, 1).to_vec2<float>(),
+            (Mat{{0, 1, 2}, {100, 101, 102}, {103, 104, 105}, {9, 10, 11}}));
+  EXPECT_EQ(t.slice_scatter0(src, 2).to_vec2<float>(),
+            (Mat{{0, 1, 2}, {3, 4, 5}, {100, 101, 102}, {103, 104, 105}}));
   EXPECT_EQ(t.to_vec2<float>(), k4x3);
 }
 
@@ -697,7 +765,8 @@ TEST(SliceScatter, StridedSelfAndSrc) {
             (Mat{{0, 100, 101}, {3, 102, 103}, {6, 104, 105}, {9, 106, 107}}));
   Tensor to = test_util::offset_view(arange_f32(0, {4, 3}));
   Tensor so = test_util::offset_view(arange_f32(100, {2, 3}));
-  EXPECT_EQ(to.slice_scatter0(so, 1).to_vec2<float>(), (Mat{{0, 1, 2}, {100, 101, 102}, {103, 104, 105}, {9, 10, 11}}));
+  EXPECT_EQ(to.slice_scatter0(so, 1).to_vec2<float>(),
+            (Mat{{0, 1, 2}, {100, 101, 102}, {103, 104, 105}, {9, 10, 11}}));
 }
 
 TEST(SliceScatter, EveryDataDtypeBytesExact) {
@@ -712,11 +781,20 @@ TEST(SliceScatter, EveryDataDtypeBytesExact) {
 
 TEST(SliceScatter, ErrorsNameTheOp) {
   Tensor t = arange_f32(0, {4, 3});
-  expect_error(ErrorKind::IndexOutOfRange, [&] { t.slice_scatter0(arange_f32(0, {2, 3}), 3); },
+  expect_error(ErrorKind::IndexOutOfRange,
+               [&] {
+                 t.slice_scatter0(arange_f32(0, {2, 3}), 3);
+               },
                {"slice_scatter", "[4, 3]", "[2, 3]"});
-  expect_error(ErrorKind::ShapeMismatch, [&] { t.slice_scatter0(arange_f32(0, {2, 2}), 0); },
+  expect_error(ErrorKind::ShapeMismatch,
+               [&] {
+                 t.slice_scatter0(arange_f32(0, {2, 2}), 0);
+               },
                {"slice_scatter", "[4, 3]", "[2, 2]"});
-  expect_error(ErrorKind::DTypeMismatch, [&] { t.slice_scatter0(arange_f32(0, {2, 3}).to_dtype(DType::F64), 0); },
+  expect_error(ErrorKind::DTypeMismatch,
+               [&] {
+                 t.slice_scatter0(arange_f32(0, {2, 3}).to_dtype(DType::F64), 0);
+               },
                {"slice_scatter"});
 }
 
@@ -786,10 +864,16 @@ TEST(SliceSet, EveryDataDtypeBytesExact) {
 
 TEST(SliceSet, ErrorsLeaveSelfUntouched) {
   Tensor t = arange_f32(0, {4, 3});
-  expect_error(ErrorKind::IndexOutOfRange, [&] { t.slice_set(arange_f32(0, {4, 2}), 1, 2); },
+  expect_error(ErrorKind::IndexOutOfRange,
+               [&] {
+                 t.slice_set(arange_f32(0, {4, 2}), 1, 2);
+               },
                {"slice_set", "[4, 3]", "[4, 2]"});
   expect_error(ErrorKind::ShapeMismatch, [&] { t.slice_set(arange_f32(0, {3, 2}), 1, 0); }, {"slice_set"});
-  expect_error(ErrorKind::DTypeMismatch, [&] { t.slice_set(Tensor::zeros({4, 1}, DType::F16, cpu()), 1, 0); },
+  expect_error(ErrorKind::DTypeMismatch,
+               [&] {
+                 t.slice_set(Tensor::zeros({4, 1}, DType::F16, cpu()), 1, 0);
+               },
                {"slice_set"});
   Tensor tt = test_util::transposed_copy_view(arange_f32(0, {4, 3}));
   expect_error(ErrorKind::InvalidArgument, [&] { tt.slice_set(arange_f32(0, {1, 3}), 0, 0); }, {"slice_set"});
@@ -832,7 +916,10 @@ TEST(Embedding, StridedIdsAndOffsetTable) {
 TEST(Embedding, ErrorsNameTheOp) {
   Tensor t = Tensor::new_({{0.f, 1.f}, {2.f, 3.f}, {4.f, 5.f}}, cpu());
   expect_error(ErrorKind::IndexOutOfRange, [&] { t.embedding(ids_of({0, 3}, {2})); }, {"index 3", "size 3"});
-  expect_error(ErrorKind::ShapeMismatch, [&] { arange_f32(0, {2, 2, 2}).embedding(ids_of({0}, {1})); },
+  expect_error(ErrorKind::ShapeMismatch,
+               [&] {
+                 arange_f32(0, {2, 2, 2}).embedding(ids_of({0}, {1}));
+               },
                {"embedding", "[2, 2, 2]"});
   expect_error(ErrorKind::DTypeMismatch, [&] { t.embedding(Tensor::new_({0.f}, cpu())); }, {"embedding"});
 }

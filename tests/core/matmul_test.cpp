@@ -47,8 +47,7 @@ std::vector<double> naive(const std::vector<A>& a, const std::vector<B>& b, size
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < n; ++j) {
         double s = 0;
-        for (size_t p = 0; p < k; ++p)
-          s += double(a[(bi * m + i) * k + p]) * double(b[(bi * k + p) * n + j]);
+        for (size_t p = 0; p < k; ++p) s += double(a[(bi * m + i) * k + p]) * double(b[(bi * k + p) * n + j]);
         c[(bi * m + i) * n + j] = s;
       }
   return c;
@@ -330,7 +329,8 @@ TEST(MatmulLayout, BatchStrideZeroFromBroadcast) {
 
 TEST(MatmulLayout, BroadcastSharedRhsAndLhs) {
   const size_t b = 4, m = 3, k = 6, n = 2;
-  auto av = rand_vec(b * m * k, 16), wv = rand_vec(k * n, 17), sv = rand_vec(m * k, 18), bv = rand_vec(b * k * n, 19);
+  auto av = rand_vec(b * m * k, 16), wv = rand_vec(k * n, 17), sv = rand_vec(m * k, 18),
+       bv = rand_vec(b * k * n, 19);
   // [b, m, k] x [k, n]: one GEMM over the b*m rows
   Tensor c = make(av, {b, m, k}).broadcast_matmul(make(wv, {k, n}));
   ASSERT_EQ(c.shape(), Shape({b, m, n}));
@@ -392,7 +392,8 @@ TEST(MatmulDType, HalfOutputRoundingMatchesDType) {
     }
     Tensor a = make(av, {64, 1}, dt), b = make(bv, {1, 64}, dt);
     Tensor c = a.matmul(b);
-    auto ar = a.to_dtype(DType::F32).flatten_to_vec<float>(), br = b.to_dtype(DType::F32).flatten_to_vec<float>();
+    auto ar = a.to_dtype(DType::F32).flatten_to_vec<float>(),
+         br = b.to_dtype(DType::F32).flatten_to_vec<float>();
     std::vector<uint16_t> got;
     if (dt == DType::F16) {
       for (f16 h : c.flatten_to_vec<f16>()) got.push_back(h.bits);
@@ -423,7 +424,8 @@ TEST(MatmulDType, NanAndInfPropagate) {
     EXPECT_EQ(c[3], 3.0);
     if (dt == DType::F8E4M3) continue;  // no infinities
     Tensor d = make({inf, 1}, {1, 2}, dt), e = make({2, 1}, {2, 1}, dt);
-    EXPECT_EQ(values(d.matmul(e)), std::vector<double>{std::numeric_limits<double>::infinity()}) << dtype_name(dt);
+    EXPECT_EQ(values(d.matmul(e)), std::vector<double>{std::numeric_limits<double>::infinity()})
+        << dtype_name(dt);
   }
 }
 
@@ -435,7 +437,8 @@ TEST(MatmulDType, HalfTypesOverSeveralKPanels) {
     Tensor a = make(av, {m, k}, dt), b = make(bv, {k, n}, dt);
     SCOPED_TRACE(std::string(dtype_name(dt)));
     // |sum| of 1100 products of [-1, 1] values stays ~< 30: absolute error from the output rounding
-    expect_close(values(a.matmul(b)), naive(values(a), values(b), 1, m, n, k), dt == DType::BF16 ? 0.25 : 0.03);
+    expect_close(values(a.matmul(b)), naive(values(a), values(b), 1, m, n, k),
+                 dt == DType::BF16 ? 0.25 : 0.03);
   }
 }
 
@@ -454,8 +457,8 @@ TEST(MatmulDType, LargerF32AndF64) {
   const size_t m = 131, k = 257, n = 65;
   auto av = rand_vec(m * k, 26), bv = rand_vec(k * n, 27);
   expect_close(values(make(av, {m, k}).matmul(make(bv, {k, n}))), naive(av, bv, 1, m, n, k), 1e-5);
-  expect_close(values(make(av, {m, k}, DType::F64).matmul(make(bv, {k, n}, DType::F64))), naive(av, bv, 1, m, n, k),
-               1e-12);
+  expect_close(values(make(av, {m, k}, DType::F64).matmul(make(bv, {k, n}, DType::F64))),
+               naive(av, bv, 1, m, n, k), 1e-12);
 }
 
 TEST(MatmulEmpty, ZeroM) {
@@ -500,14 +503,17 @@ TEST(MatmulOps, DotAndMvWithStridedOperands) {
 
 TEST(MatmulErrors, ShapeMismatch) {
   Tensor a = Tensor::zeros({2, 3}, DType::F32, dev()), b = Tensor::zeros({4, 5}, DType::F32, dev());
-  expect_error([&] { a.matmul(b); }, ErrorKind::ShapeMismatch, "shape mismatch in matmul, lhs: [2, 3], rhs: [4, 5]");
+  expect_error([&] { a.matmul(b); }, ErrorKind::ShapeMismatch,
+               "shape mismatch in matmul, lhs: [2, 3], rhs: [4, 5]");
   Tensor v = Tensor::zeros({3}, DType::F32, dev());
-  expect_error([&] { v.matmul(v); }, ErrorKind::ShapeMismatch, "shape mismatch in matmul, lhs: [3], rhs: [3]");
+  expect_error([&] { v.matmul(v); }, ErrorKind::ShapeMismatch,
+               "shape mismatch in matmul, lhs: [3], rhs: [3]");
   Tensor b3 = Tensor::zeros({2, 3, 4}, DType::F32, dev());
   expect_error([&] { a.matmul(b3); }, ErrorKind::ShapeMismatch,
                "shape mismatch in matmul, lhs: [2, 3], rhs: [2, 3, 4]");
   // equal batch products but different batch dims
-  Tensor l = Tensor::zeros({2, 3, 2, 2}, DType::F32, dev()), r = Tensor::zeros({3, 2, 2, 2}, DType::F32, dev());
+  Tensor l = Tensor::zeros({2, 3, 2, 2}, DType::F32, dev()),
+         r = Tensor::zeros({3, 2, 2, 2}, DType::F32, dev());
   expect_error([&] { l.matmul(r); }, ErrorKind::ShapeMismatch, "shape mismatch in matmul");
 }
 
@@ -556,7 +562,8 @@ void check_builtin(size_t m, size_t n, size_t k, bool trans_a, bool trans_b, boo
   const size_t ldc = n + 2;  // a leading dimension wider than the row
   std::vector<T> c(m * ldc, T(-7));
   for (size_t i = 0; i < m; ++i)
-    for (size_t j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? T(cv[i * n + j]) : std::numeric_limits<T>::quiet_NaN();
+    for (size_t j = 0; j < n; ++j)
+      c[i * ldc + j] = accumulate ? T(cv[i * n + j]) : std::numeric_limits<T>::quiet_NaN();
   cpu::gemm_builtin(m, n, k, ar, br, c.data(), ldc, accumulate);
   auto want = naive(av, bv, 1, m, n, k);
   for (size_t i = 0; i < m; ++i) {
@@ -594,7 +601,8 @@ TEST(GemmBuiltin, LargeKAndNPanels) {
 
 TEST(GemmBuiltin, ZeroK) {
   std::vector<float> c(6, std::numeric_limits<float>::quiet_NaN());
-  cpu::gemm_builtin(2, 3, 0, cpu::MatRef<float>{nullptr, 0, 1}, cpu::MatRef<float>{nullptr, 3, 1}, c.data(), 3, false);
+  cpu::gemm_builtin(2, 3, 0, cpu::MatRef<float>{nullptr, 0, 1}, cpu::MatRef<float>{nullptr, 3, 1}, c.data(),
+                    3, false);
   EXPECT_EQ(c, std::vector<float>(6, 0.0f));
 }
 
@@ -662,8 +670,8 @@ TEST(MatmulDeterminism, BuiltinGemmSameBytes) {
   auto av = rand_vec(m * k, 46), bv = rand_vec(k * n, 47);
   expect_same_for_thread_counts([&] {
     std::vector<float> c(m * n);
-    cpu::gemm_builtin(m, n, k, cpu::MatRef<float>{av.data(), k, 1}, cpu::MatRef<float>{bv.data(), n, 1}, c.data(), n,
-                      false);
+    cpu::gemm_builtin(m, n, k, cpu::MatRef<float>{av.data(), k, 1}, cpu::MatRef<float>{bv.data(), n, 1},
+                      c.data(), n, false);
     return c;
   });
 }

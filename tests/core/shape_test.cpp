@@ -71,8 +71,11 @@ TEST(ShapeReshape, ContiguousIsAViewAndChecksCount) {
   Tensor r = t.reshape({2, 3});
   EXPECT_EQ(r.storage().get(), t.storage().get());
   EXPECT_EQ(r.to_vec2<float>(), (V2{{0, 1, 2}, {3, 4, 5}}));
-  expect_error([&] { t.reshape({4, 2}); }, ErrorKind::ShapeMismatch,
-               {"shape mismatch in reshape", "src: [6]", "dst: [4, 2]"});
+  expect_error(
+      [&] {
+        t.reshape({4, 2});
+      },
+      ErrorKind::ShapeMismatch, {"shape mismatch in reshape", "src: [6]", "dst: [4, 2]"});
 }
 
 TEST(ShapeReshape, NonContiguousCopies) {
@@ -92,7 +95,8 @@ TEST(ShapeReshape, TransposedBatchOfMatricesTiledCopy) {
   for (size_t b = 0; b < 2; ++b)
     for (size_t j = 0; j < 33; ++j)
       for (size_t i = 0; i < 40; ++i)
-        ASSERT_EQ(got[(b * 33 + j) * 40 + i], static_cast<float>((b * 40 + i) * 33 + j)) << b << "," << j << "," << i;
+        ASSERT_EQ(got[(b * 33 + j) * 40 + i], static_cast<float>((b * 40 + i) * 33 + j))
+            << b << "," << j << "," << i;
   EXPECT_EQ(Tensor::cat({t, t}, 0).narrow(0, 2, 2).flatten_all().to_vec1<float>(), got);
 }
 
@@ -141,8 +145,8 @@ TEST(ShapeFlatten, Variants) {
   EXPECT_EQ(Tensor::new_(5.f, cpu()).flatten_all().to_vec1<float>(), (V1{5}));
   // layout_tests.rs: flatten_all of a transposed view
   EXPECT_EQ(t.transpose(0, 1).flatten_all().to_vec1<uint32_t>(),
-            (std::vector<uint32_t>{0, 1, 2, 3, 12, 13, 14, 15, 4, 5, 6, 7, 16, 17, 18, 19, 8, 9, 10, 11, 20, 21, 22,
-                                   23}));
+            (std::vector<uint32_t>{0,  1,  2,  3,  12, 13, 14, 15, 4,  5,  6,  7,
+                                   16, 17, 18, 19, 8,  9,  10, 11, 20, 21, 22, 23}));
   expect_error([&] { t.flatten(2, 1); }, ErrorKind::InvalidArgument, {"flatten"});
   expect_error([&] { t.flatten(0, 3); }, ErrorKind::DimOutOfRange, {"flatten"});
 }
@@ -166,13 +170,17 @@ TEST(ShapeTranspose, LayoutTestsContiguous) {
   Tensor t = arange_u32(0, 24).reshape({2, 3, 4});
   using U3 = std::vector<std::vector<std::vector<uint32_t>>>;
   EXPECT_EQ(t.t().contiguous().to_vec3<uint32_t>(),
-            (U3{{{0, 4, 8}, {1, 5, 9}, {2, 6, 10}, {3, 7, 11}}, {{12, 16, 20}, {13, 17, 21}, {14, 18, 22}, {15, 19, 23}}}));
-  EXPECT_EQ(t.transpose(0, 1).contiguous().to_vec3<uint32_t>(),
-            (U3{{{0, 1, 2, 3}, {12, 13, 14, 15}}, {{4, 5, 6, 7}, {16, 17, 18, 19}}, {{8, 9, 10, 11}, {20, 21, 22, 23}}}));
+            (U3{{{0, 4, 8}, {1, 5, 9}, {2, 6, 10}, {3, 7, 11}},
+                {{12, 16, 20}, {13, 17, 21}, {14, 18, 22}, {15, 19, 23}}}));
+  EXPECT_EQ(t.transpose(0, 1).contiguous().to_vec3<uint32_t>(), (U3{{{0, 1, 2, 3}, {12, 13, 14, 15}},
+                                                                    {{4, 5, 6, 7}, {16, 17, 18, 19}},
+                                                                    {{8, 9, 10, 11}, {20, 21, 22, 23}}}));
   EXPECT_EQ(t.i(Slice::from(1)).transpose(0, 1).contiguous().to_vec3<uint32_t>(),
             (U3{{{12, 13, 14, 15}}, {{16, 17, 18, 19}}, {{20, 21, 22, 23}}}));
-  EXPECT_EQ(t.transpose(0, 2).contiguous().to_vec3<uint32_t>(),
-            (U3{{{0, 12}, {4, 16}, {8, 20}}, {{1, 13}, {5, 17}, {9, 21}}, {{2, 14}, {6, 18}, {10, 22}}, {{3, 15}, {7, 19}, {11, 23}}}));
+  EXPECT_EQ(t.transpose(0, 2).contiguous().to_vec3<uint32_t>(), (U3{{{0, 12}, {4, 16}, {8, 20}},
+                                                                    {{1, 13}, {5, 17}, {9, 21}},
+                                                                    {{2, 14}, {6, 18}, {10, 22}},
+                                                                    {{3, 15}, {7, 19}, {11, 23}}}));
 }
 
 TEST(ShapePermute, DimsValuesAndErrors) {
@@ -204,7 +212,8 @@ TEST(ShapeNarrow, CandleValues) {
 
 TEST(ShapeNarrow, BoundsErrors) {
   Tensor t = Tensor::zeros({2, 3}, DType::F32, cpu());
-  expect_error([&] { t.narrow(1, 2, 2); }, ErrorKind::IndexOutOfRange, {"narrow", "[2, 3]", "start: 2", "len: 2"});
+  expect_error([&] { t.narrow(1, 2, 2); }, ErrorKind::IndexOutOfRange,
+               {"narrow", "[2, 3]", "start: 2", "len: 2"});
   expect_error([&] { t.narrow(1, 4, 0); }, ErrorKind::IndexOutOfRange, {"narrow"});
   expect_error([&] { t.narrow(1, 1, SIZE_MAX); }, ErrorKind::IndexOutOfRange, {"narrow"});
   expect_error([&] { t.narrow(2, 0, 1); }, ErrorKind::DimOutOfRange, {"narrow", "[2, 3]"});
@@ -362,12 +371,21 @@ TEST(ShapeCat, EveryDTypeCopiesBytesExactly) {
 
 TEST(ShapeCat, Errors) {
   Tensor a = Tensor::zeros({2, 3}, DType::F32, cpu());
-  expect_error([&] { Tensor::cat({a, Tensor::zeros({3, 3}, DType::F32, cpu())}, 1); }, ErrorKind::ShapeMismatch,
-               {"cat", "[2, 3]", "[3, 3]"});
-  expect_error([&] { Tensor::cat({a, Tensor::zeros({2, 3, 1}, DType::F32, cpu())}, 0); },
-               ErrorKind::ShapeMismatch, {"cat", "[2, 3]", "[2, 3, 1]"});
-  expect_error([&] { Tensor::cat({a, Tensor::zeros({2, 3}, DType::F16, cpu())}, 0); }, ErrorKind::DTypeMismatch,
-               {"cat", "f32", "f16"});
+  expect_error(
+      [&] {
+        Tensor::cat({a, Tensor::zeros({3, 3}, DType::F32, cpu())}, 1);
+      },
+      ErrorKind::ShapeMismatch, {"cat", "[2, 3]", "[3, 3]"});
+  expect_error(
+      [&] {
+        Tensor::cat({a, Tensor::zeros({2, 3, 1}, DType::F32, cpu())}, 0);
+      },
+      ErrorKind::ShapeMismatch, {"cat", "[2, 3]", "[2, 3, 1]"});
+  expect_error(
+      [&] {
+        Tensor::cat({a, Tensor::zeros({2, 3}, DType::F16, cpu())}, 0);
+      },
+      ErrorKind::DTypeMismatch, {"cat", "f32", "f16"});
   expect_error([&] { Tensor::cat({a, a}, 2); }, ErrorKind::DimOutOfRange, {"cat", "[2, 3]"});
   expect_error([&] { Tensor::cat({}, 0); }, ErrorKind::InvalidArgument, {"cat"});
 }
@@ -377,11 +395,17 @@ TEST(ShapeStack, ShapesAndValues) {
   Tensor b = Tensor::arange(10.f, 16.f, cpu()).reshape({2, 3});
   EXPECT_EQ(Tensor::stack({a, b}, 0).dims(), (std::vector<size_t>{2, 2, 3}));
   EXPECT_EQ(Tensor::stack({a, b}, 2).dims(), (std::vector<size_t>{2, 3, 2}));
-  EXPECT_EQ(Tensor::stack({a, b}, 0).to_vec3<float>(), (V3{{{0, 1, 2}, {3, 4, 5}}, {{10, 11, 12}, {13, 14, 15}}}));
+  EXPECT_EQ(Tensor::stack({a, b}, 0).to_vec3<float>(),
+            (V3{{{0, 1, 2}, {3, 4, 5}}, {{10, 11, 12}, {13, 14, 15}}}));
   EXPECT_EQ(Tensor::stack({a, b}, -1).to_vec3<float>(),
             (V3{{{0, 10}, {1, 11}, {2, 12}}, {{3, 13}, {4, 14}, {5, 15}}}));
-  EXPECT_EQ(Tensor::stack({a, b}, 1).to_vec3<float>(), (V3{{{0, 1, 2}, {10, 11, 12}}, {{3, 4, 5}, {13, 14, 15}}}));
-  expect_error([&] { Tensor::stack({a, a.t()}, 0); }, ErrorKind::ShapeMismatch, {"stack", "[2, 3]", "[3, 2]"});
+  EXPECT_EQ(Tensor::stack({a, b}, 1).to_vec3<float>(),
+            (V3{{{0, 1, 2}, {10, 11, 12}}, {{3, 4, 5}, {13, 14, 15}}}));
+  expect_error(
+      [&] {
+        Tensor::stack({a, a.t()}, 0);
+      },
+      ErrorKind::ShapeMismatch, {"stack", "[2, 3]", "[3, 2]"});
   expect_error([&] { Tensor::stack({a, b}, 3); }, ErrorKind::DimOutOfRange, {"stack"});
   expect_error([&] { Tensor::stack({}, 0); }, ErrorKind::InvalidArgument, {"stack"});
 }
@@ -403,8 +427,11 @@ TEST(ShapePad, WithSame) {
   EXPECT_EQ(t.pad_with_same(0, 1, 2).to_vec2<float>(), (V2{{1, 2}, {1, 2}, {3, 4}, {3, 4}, {3, 4}}));
   EXPECT_EQ(t.pad_with_same(1, 1, 2).to_vec2<float>(), (V2{{1, 1, 2, 2, 2}, {3, 3, 4, 4, 4}}));
   EXPECT_EQ(t.pad_with_same(1, 2, 0).to_vec2<float>(), (V2{{1, 1, 1, 2}, {3, 3, 3, 4}}));
-  expect_error([&] { Tensor::zeros({0, 2}, DType::F32, cpu()).pad_with_same(1, 1, 1); },
-               ErrorKind::InvalidArgument, {"pad_with_same", "[0, 2]"});
+  expect_error(
+      [&] {
+        Tensor::zeros({0, 2}, DType::F32, cpu()).pad_with_same(1, 1, 1);
+      },
+      ErrorKind::InvalidArgument, {"pad_with_same", "[0, 2]"});
 }
 
 TEST(ShapePad, StridedInputsMatchContiguous) {
@@ -437,9 +464,8 @@ TEST(ShapePad, EveryDTypeCopiesBytesExactly) {
     auto ab = bytes_of(a);
     // pad_with_same along dim 1 by (1, 2): columns 0, 0, 1, 2, 2, 2
     const size_t cols[] = {0, 0, 1, 2, 2, 2};
-    EXPECT_EQ(bytes_of(a.pad_with_same(1, 1, 2)), gather_bytes(ab, es, 12, [&](size_t j) {
-                return (j / 6) * 3 + cols[j % 6];
-              }));
+    EXPECT_EQ(bytes_of(a.pad_with_same(1, 1, 2)),
+              gather_bytes(ab, es, 12, [&](size_t j) { return (j / 6) * 3 + cols[j % 6]; }));
     std::vector<uint8_t> want(2 * 5 * es, 0);
     for (size_t r = 0; r < 2; ++r) std::memcpy(&want[(r * 5 + 1) * es], &ab[r * 3 * es], 3 * es);
     EXPECT_EQ(bytes_of(a.pad_with_zeros(1, 1, 1)), want);
@@ -495,8 +521,10 @@ TEST(ShapeFlip, EveryDTypeCopiesBytesExactly) {
     size_t es = dtype_size(dt);
     Tensor a = patterned(dt, {2, 3}, 3);
     auto ab = bytes_of(a);
-    EXPECT_EQ(bytes_of(a.flip({1})), gather_bytes(ab, es, 6, [](size_t j) { return (j / 3) * 3 + 2 - j % 3; }));
-    EXPECT_EQ(bytes_of(a.flip({0})), gather_bytes(ab, es, 6, [](size_t j) { return (1 - j / 3) * 3 + j % 3; }));
+    EXPECT_EQ(bytes_of(a.flip({1})),
+              gather_bytes(ab, es, 6, [](size_t j) { return (j / 3) * 3 + 2 - j % 3; }));
+    EXPECT_EQ(bytes_of(a.flip({0})),
+              gather_bytes(ab, es, 6, [](size_t j) { return (1 - j / 3) * 3 + j % 3; }));
     EXPECT_EQ(bytes_of(a.t().flip({0})), gather_bytes(ab, es, 6, [](size_t j) {
                 return (j % 2) * 3 + 2 - j / 2;  // row j/2 of a^T, reversed rows
               }));
@@ -513,7 +541,8 @@ TEST(ShapeRepeat, Values) {
   EXPECT_EQ(t.repeat({2, 1, 1}).to_vec3<float>(), (V3{{{1, 2}, {3, 4}}, {{1, 2}, {3, 4}}}));
   EXPECT_EQ(t.repeat({1, 1}).storage().get(), t.storage().get());
   EXPECT_EQ(t.t().repeat({1, 2}).to_vec2<float>(), (V2{{1, 3, 1, 3}, {2, 4, 2, 4}}));
-  EXPECT_EQ(Tensor::new_({{5.f}, {6.f}}, cpu()).repeat({1, 4}).to_vec2<float>(), (V2{{5, 5, 5, 5}, {6, 6, 6, 6}}));
+  EXPECT_EQ(Tensor::new_({{5.f}, {6.f}}, cpu()).repeat({1, 4}).to_vec2<float>(),
+            (V2{{5, 5, 5, 5}, {6, 6, 6, 6}}));
 }
 
 TEST(ShapeRepeat, ZeroFactor) {
@@ -527,7 +556,8 @@ TEST(ShapeRepeat, MatchesNaiveTiling) {
   std::vector<Tensor> inputs{c, c.transpose(0, 2).contiguous().transpose(0, 2), test_util::offset_view(c, 2),
                              c.narrow(2, 1, 2)};
   for (const Tensor& x : inputs) {
-    for (const Shape& reps : {Shape{3, 1, 1}, Shape{1, 2, 1}, Shape{1, 1, 5}, Shape{2, 3, 2}, Shape{2, 1, 3, 1}}) {
+    for (const Shape& reps :
+         {Shape{3, 1, 1}, Shape{1, 2, 1}, Shape{1, 1, 5}, Shape{2, 3, 2}, Shape{2, 1, 3, 1}}) {
       SCOPED_TRACE(reps.to_string());
       Tensor r = x.repeat(reps);
       auto got = r.flatten_all().to_vec1<float>();

@@ -194,10 +194,32 @@ TEST(ZeroSize, IndexWithI) {
 TEST(ZeroSize, Unary) {
   for (const Tensor& t : {empty_f32({0, 3}), empty_view(), empty_f32({3, 0}).t()}) {
     Dims d = t.dims();
-    for (const Tensor& r : {t.recip(), t.neg(), t.exp(), t.log(), t.sin(), t.cos(), t.tanh(), t.abs(),
-                            t.sqr(), t.sqrt(), t.gelu(), t.gelu_erf(), t.erf(), t.relu(), t.silu(),
-                            t.sigmoid(), t.ceil(), t.floor(), t.round(), t.sign(), t.affine(2, 1),
-                            t.elu(1.0), t.powf(2.0), t.clamp(Scalar(0.f), Scalar(1.f)), t.round_to(2), -t,
+    for (const Tensor& r : {t.recip(),
+                            t.neg(),
+                            t.exp(),
+                            t.log(),
+                            t.sin(),
+                            t.cos(),
+                            t.tanh(),
+                            t.abs(),
+                            t.sqr(),
+                            t.sqrt(),
+                            t.gelu(),
+                            t.gelu_erf(),
+                            t.erf(),
+                            t.relu(),
+                            t.silu(),
+                            t.sigmoid(),
+                            t.ceil(),
+                            t.floor(),
+                            t.round(),
+                            t.sign(),
+                            t.affine(2, 1),
+                            t.elu(1.0),
+                            t.powf(2.0),
+                            t.clamp(Scalar(0.f), Scalar(1.f)),
+                            t.round_to(2),
+                            -t,
                             t.clamp(Tensor::new_(0.f, dev()), Tensor::ones(t.shape(), DType::F32, dev()))}) {
       expect_dims(r, d);
       EXPECT_EQ(r.dtype(), DType::F32);
@@ -215,15 +237,16 @@ TEST(ZeroSize, Unary) {
 
 TEST(ZeroSize, BinaryAndBroadcast) {
   Tensor a = empty_f32({0, 3}), v = empty_view();
-  for (const Tensor& r : {a.add(a), a.sub(a), a.mul(a), a.div(a), a.maximum(a), a.minimum(a), a.pow(a), a + a,
-                          a - a, a * a, a / a, a + 1.0, 2.0 * a, 1.0 / a, a.maximum(Scalar(0.5)),
-                          a.minimum(Scalar(0))}) {
+  for (const Tensor& r :
+       {a.add(a), a.sub(a), a.mul(a), a.div(a), a.maximum(a), a.minimum(a), a.pow(a), a + a, a - a, a * a,
+        a / a, a + 1.0, 2.0 * a, 1.0 / a, a.maximum(Scalar(0.5)), a.minimum(Scalar(0))}) {
     expect_dims(r, {0, 3});
   }
   expect_dims(v.add(v.contiguous()), {4, 0});
   Tensor row = Tensor::new_({{1.f, 2.f, 3.f}}, dev());
-  for (const Tensor& r : {a.broadcast_add(row), row.broadcast_sub(a), a.broadcast_mul(row), row.broadcast_div(a),
-                          a.broadcast_maximum(row), a.broadcast_minimum(row), a.broadcast_pow(row)}) {
+  for (const Tensor& r :
+       {a.broadcast_add(row), row.broadcast_sub(a), a.broadcast_mul(row), row.broadcast_div(a),
+        a.broadcast_maximum(row), a.broadcast_minimum(row), a.broadcast_pow(row)}) {
     expect_dims(r, {0, 3});
   }
   Tensor col = Tensor::new_({{1.f}, {2.f}, {3.f}, {4.f}}, dev());
@@ -242,8 +265,9 @@ TEST(ZeroSize, BinaryAndBroadcast) {
 
 TEST(ZeroSize, CmpAndWhereCond) {
   Tensor a = empty_f32({0, 3});
-  for (const Tensor& r : {a.eq(a), a.ne(a), a.lt(a), a.le(a), a.gt(a), a.ge(a), a.cmp(CmpOp::Lt, a),
-                          a.eq(Scalar(1.f)), a.ge(Scalar(0)), a.broadcast_lt(Tensor::new_({1.f, 2.f, 3.f}, dev()))}) {
+  for (const Tensor& r :
+       {a.eq(a), a.ne(a), a.lt(a), a.le(a), a.gt(a), a.ge(a), a.cmp(CmpOp::Lt, a), a.eq(Scalar(1.f)),
+        a.ge(Scalar(0)), a.broadcast_lt(Tensor::new_({1.f, 2.f, 3.f}, dev()))}) {
     expect_dims(r, {0, 3});
     EXPECT_EQ(r.dtype(), DType::U8);
   }
@@ -373,7 +397,8 @@ TEST(ZeroSize, MatmulZeroMNK) {
   EXPECT_EQ(empty_f32({0}).dot(empty_f32({0})).to_scalar<float>(), 0.f);
   EXPECT_EQ(empty_f32({2, 0}).mv(empty_f32({0})).to_vec1<float>(), (F1{0, 0}));
   expect_dims(empty_f32({0, 3}).mv(Tensor::new_({1.f, 2.f, 3.f}, dev())), {0});
-  EXPECT_THROW(Tensor::zeros({0, 3}, DType::U32, dev()).matmul(Tensor::zeros({3, 2}, DType::U32, dev())), Error);
+  EXPECT_THROW(Tensor::zeros({0, 3}, DType::U32, dev()).matmul(Tensor::zeros({3, 2}, DType::U32, dev())),
+               Error);
 }
 
 // ---- indexing ----------------------------------------------------------------------------------------
@@ -407,7 +432,8 @@ TEST(ZeroSize, GatherScatterIndexAddWithEmptyIds) {
   EXPECT_EQ(a.index_add(no_ids, empty_f32({0, 3}), 0).to_vec2<float>(), values);
   EXPECT_EQ(a.index_add(no_ids, empty_f32({2, 0}), 1).to_vec2<float>(), values);
   // self empty too
-  expect_dims(empty_f32({0, 3}).scatter(Tensor::zeros({0, 3}, DType::U32, dev()), empty_f32({0, 3}), 1), {0, 3});
+  expect_dims(empty_f32({0, 3}).scatter(Tensor::zeros({0, 3}, DType::U32, dev()), empty_f32({0, 3}), 1),
+              {0, 3});
   expect_dims(empty_f32({0, 3}).index_add(no_ids, empty_f32({0, 0}), 1), {0, 3});
   expect_dims(empty_f32({3, 0}).gather(Tensor::zeros({3, 0}, DType::U32, dev()), 0), {3, 0});
 }
@@ -458,7 +484,9 @@ TEST(ZeroSize, Display) {
   EXPECT_EQ(to_string(Tensor::new_(1.f, dev()).broadcast_as({0, 100000})), "[]\nTensor[[0, 100000], f32]");
   for (DType dt : kAllDTypes) {
     std::string s = to_string(Tensor::zeros({2, 0, 3}, dt, dev()));
-    EXPECT_NE(s.find(std::string("Tensor[[2, 0, 3], ") + std::string(dtype_name(dt)) + "]"), std::string::npos) << s;
+    EXPECT_NE(s.find(std::string("Tensor[[2, 0, 3], ") + std::string(dtype_name(dt)) + "]"),
+              std::string::npos)
+        << s;
   }
 }
 

@@ -14,7 +14,9 @@
 
 namespace candle::io_test {
 
-inline std::string data_path(const std::string& name) { return std::string(CANDLE_TEST_DATA_DIR) + "/" + name; }
+inline std::string data_path(const std::string& name) {
+  return std::string(CANDLE_TEST_DATA_DIR) + "/" + name;
+}
 
 // A fresh directory under the system temp dir, removed with its contents at scope exit.
 class TempDir {
@@ -32,7 +34,8 @@ class TempDir {
   // Names of the entries in the directory, sorted.
   std::vector<std::string> entries() const {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) out.push_back(e.path().filename().string());
+    for (const auto& e : std::filesystem::directory_iterator(path_))
+      out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -88,7 +91,9 @@ void expect_no_crash(Fn&& fn, const std::string& what) {
   }
 }
 
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // The raw bytes of a tensor's elements (row-major), for byte-exact comparisons.
 inline std::vector<std::byte> tensor_bytes(const Tensor& t) {

@@ -1,9 +1,10 @@
+#include "candle/io/npy.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "candle/candle.h"
-#include "candle/io/npy.h"
 #include "io_test_util.h"
 #include "test_util.h"
 
@@ -22,10 +23,9 @@ TEST(Npy, CandleTestFile) {
 }
 
 TEST(Npy, ReadsEveryDtypeInCOrder) {
-  const std::pair<const char*, DType> files[] = {{"c_u1.npy", DType::U8},  {"c_u4.npy", DType::U32},
-                                                 {"c_i2.npy", DType::I16}, {"c_i4.npy", DType::I32},
-                                                 {"c_i8.npy", DType::I64}, {"c_f2.npy", DType::F16},
-                                                 {"c_f4.npy", DType::F32}, {"c_f8.npy", DType::F64}};
+  const std::pair<const char*, DType> files[] = {
+      {"c_u1.npy", DType::U8},  {"c_u4.npy", DType::U32}, {"c_i2.npy", DType::I16}, {"c_i4.npy", DType::I32},
+      {"c_i8.npy", DType::I64}, {"c_f2.npy", DType::F16}, {"c_f4.npy", DType::F32}, {"c_f8.npy", DType::F64}};
   for (const auto& [name, dt] : files) {
     Tensor t = npy::read_npy(data_path(name), Device::cpu());
     EXPECT_EQ(t.dtype(), dt) << name;
@@ -35,16 +35,16 @@ TEST(Npy, ReadsEveryDtypeInCOrder) {
 }
 
 TEST(Npy, WriterMatchesNumpyByteForByte) {
-  const std::pair<const char*, DType> files[] = {{"c_u1.npy", DType::U8},  {"c_u4.npy", DType::U32},
-                                                 {"c_i2.npy", DType::I16}, {"c_i4.npy", DType::I32},
-                                                 {"c_i8.npy", DType::I64}, {"c_f2.npy", DType::F16},
-                                                 {"c_f4.npy", DType::F32}, {"c_f8.npy", DType::F64}};
+  const std::pair<const char*, DType> files[] = {
+      {"c_u1.npy", DType::U8},  {"c_u4.npy", DType::U32}, {"c_i2.npy", DType::I16}, {"c_i4.npy", DType::I32},
+      {"c_i8.npy", DType::I64}, {"c_f2.npy", DType::F16}, {"c_f4.npy", DType::F32}, {"c_f8.npy", DType::F64}};
   for (const auto& [name, dt] : files) {
     Tensor t = Tensor::from_vec(std::vector<double>{0, 1, 2, 3, 4, 5}, {2, 3}, Device::cpu()).to_dtype(dt);
     EXPECT_EQ(npy::npy_bytes(t), read_bytes(data_path(name))) << name;
   }
   EXPECT_EQ(npy::npy_bytes(Tensor::new_(2.5, Device::cpu())), read_bytes(data_path("c_scalar_f64.npy")));
-  EXPECT_EQ(npy::npy_bytes(Tensor::zeros({0, 3}, DType::F32, Device::cpu())), read_bytes(data_path("c_empty_f32.npy")));
+  EXPECT_EQ(npy::npy_bytes(Tensor::zeros({0, 3}, DType::F32, Device::cpu())),
+            read_bytes(data_path("c_empty_f32.npy")));
 }
 
 TEST(Npy, ScalarAndEmptyArrays) {
@@ -58,7 +58,8 @@ TEST(Npy, ScalarAndEmptyArrays) {
 
 TEST(Npy, RoundTripEveryWritableDtypeBytesExact) {
   TempDir dir;
-  for (DType dt : {DType::U8, DType::U32, DType::I16, DType::I32, DType::I64, DType::F16, DType::F32, DType::F64}) {
+  for (DType dt :
+       {DType::U8, DType::U32, DType::I16, DType::I32, DType::I64, DType::F16, DType::F32, DType::F64}) {
     Tensor t = sample_tensor(dt, {3, 5});
     std::string p = dir.file("t.npy");
     npy::write_npy(t, p);
@@ -109,7 +110,8 @@ TEST(Npy, FortranOrderIsTransposedToRowMajor) {
 }
 
 TEST(Npy, BigEndianIsByteSwapped) {
-  EXPECT_EQ(npy::read_npy(data_path("be_f32.npy"), Device::cpu()).to_vec1<float>(), (std::vector<float>{1.5f, -2.0f, 3.25f}));
+  EXPECT_EQ(npy::read_npy(data_path("be_f32.npy"), Device::cpu()).to_vec1<float>(),
+            (std::vector<float>{1.5f, -2.0f, 3.25f}));
   EXPECT_EQ(npy::read_npy(data_path("be_i64.npy"), Device::cpu()).to_vec2<int64_t>(),
             (std::vector<std::vector<int64_t>>{{1, -2}, {300000000000, 4}}));
   Tensor h = npy::read_npy(data_path("be_f16.npy"), Device::cpu());
@@ -137,12 +139,14 @@ TEST(Npy, Int8IsWidenedToI16AndUint16ToU32) {
 
 TEST(Npy, FormatVersions2And3) {
   for (const char* name : {"v2_f32.npy", "v3_f32.npy"}) {
-    EXPECT_EQ(npy::read_npy(data_path(name), Device::cpu()).to_vec1<float>(), (std::vector<float>{1, 2})) << name;
+    EXPECT_EQ(npy::read_npy(data_path(name), Device::cpu()).to_vec1<float>(), (std::vector<float>{1, 2}))
+        << name;
   }
 }
 
 TEST(Npy, UnsupportedDescrNamesFileAndDescr) {
-  for (auto [name, descr] : {std::pair{"unsupported_u8.npy", "<u8"}, std::pair{"unsupported_c8.npy", "<c8"}}) {
+  for (auto [name, descr] :
+       {std::pair{"unsupported_u8.npy", "<u8"}, std::pair{"unsupported_c8.npy", "<c8"}}) {
     Error e = expect_error([&] { npy::read_npy(data_path(name), Device::cpu()); });
     EXPECT_EQ(e.kind(), ErrorKind::UnsupportedOp);
     EXPECT_TRUE(contains(e.what(), name)) << e.what();
@@ -174,13 +178,13 @@ TEST(Npy, CorruptedHeaders) {
   auto kind_of = [](const std::vector<std::byte>& b) {
     return expect_error([&] { npy::read_npy_buffer(b, Device::cpu()); }).kind();
   };
-  EXPECT_EQ(kind_of(with(1, "NUMPX")), ErrorKind::Parse);                 // magic
-  EXPECT_EQ(kind_of(with(6, "\x04")), ErrorKind::Parse);                  // version 4.0
-  EXPECT_EQ(kind_of(with(8, "\xff\xff")), ErrorKind::Parse);              // header length past the end
-  EXPECT_EQ(kind_of(with(10, "[")), ErrorKind::Parse);                    // not a dict
-  EXPECT_EQ(kind_of(with(21, "<q4")), ErrorKind::UnsupportedOp);          // 'descr': '<q4'
-  EXPECT_EQ(kind_of(with(44, "Maybe")), ErrorKind::Parse);                // fortran_order
-  EXPECT_EQ(kind_of(with(61, "9")), ErrorKind::Parse);                    // shape (9, 3): data too short
+  EXPECT_EQ(kind_of(with(1, "NUMPX")), ErrorKind::Parse);                      // magic
+  EXPECT_EQ(kind_of(with(6, "\x04")), ErrorKind::Parse);                       // version 4.0
+  EXPECT_EQ(kind_of(with(8, "\xff\xff")), ErrorKind::Parse);                   // header length past the end
+  EXPECT_EQ(kind_of(with(10, "[")), ErrorKind::Parse);                         // not a dict
+  EXPECT_EQ(kind_of(with(21, "<q4")), ErrorKind::UnsupportedOp);               // 'descr': '<q4'
+  EXPECT_EQ(kind_of(with(44, "Maybe")), ErrorKind::Parse);                     // fortran_order
+  EXPECT_EQ(kind_of(with(61, "9")), ErrorKind::Parse);                         // shape (9, 3): data too short
   EXPECT_EQ(kind_of(with(60, "(99999999999999999999999")), ErrorKind::Parse);  // overflowing dim
   // the header as numpy writes it, for the offsets above
   std::string header(reinterpret_cast<const char*>(good.data()) + 10, 60);

@@ -15,7 +15,9 @@ namespace {
 uint16_t get16(const std::vector<std::byte>& b, size_t at) {
   return static_cast<uint16_t>(uint16_t(b[at]) | uint16_t(b[at + 1]) << 8);
 }
-uint32_t get32(const std::vector<std::byte>& b, size_t at) { return get16(b, at) | uint32_t(get16(b, at + 2)) << 16; }
+uint32_t get32(const std::vector<std::byte>& b, size_t at) {
+  return get16(b, at) | uint32_t(get16(b, at + 2)) << 16;
+}
 void set16(std::vector<std::byte>& b, size_t at, uint16_t v) {
   b[at] = std::byte(v & 0xff);
   b[at + 1] = std::byte(v >> 8);
@@ -36,7 +38,8 @@ TEST(Npz, CandleTestFile) {
   ASSERT_EQ(npz.size(), 2u);
   EXPECT_EQ(npz[0].first, "x");
   EXPECT_EQ(npz[1].first, "x_plus_one");
-  EXPECT_EQ(npz[1].second.to_dtype(DType::U8).to_vec1<uint8_t>(), (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(npz[1].second.to_dtype(DType::U8).to_vec1<uint8_t>(),
+            (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
 }
 
 TEST(Npz, ReadsNumpySavez) {
@@ -75,7 +78,8 @@ TEST(Npz, ReadByName) {
 TEST(Npz, RoundTripEveryWritableDtypeInOrder) {
   TempDir dir;
   std::vector<std::pair<std::string, Tensor>> in;
-  for (DType dt : {DType::U8, DType::U32, DType::I16, DType::I32, DType::I64, DType::F16, DType::F32, DType::F64}) {
+  for (DType dt :
+       {DType::U8, DType::U32, DType::I16, DType::I32, DType::I64, DType::F16, DType::F32, DType::F64}) {
     in.emplace_back(std::string("z_") + std::string(dtype_name(dt)), sample_tensor(dt, {2, 7}));
   }
   in.emplace_back("scalar", Tensor::new_(3.0f, Device::cpu()));
@@ -95,7 +99,8 @@ TEST(Npz, RoundTripEveryWritableDtypeInOrder) {
 TEST(Npz, WrittenArchiveIsStoredWithCorrectCrcs) {
   TempDir dir;
   std::string p = dir.file("w.npz");
-  npy::write_npz({{"x", Tensor::new_({1.f, 2.f}, Device::cpu())}, {"y", Tensor::new_({int64_t(3)}, Device::cpu())}}, p);
+  npy::write_npz(
+      {{"x", Tensor::new_({1.f, 2.f}, Device::cpu())}, {"y", Tensor::new_({int64_t(3)}, Device::cpu())}}, p);
   std::vector<std::byte> bytes = read_bytes(p);
   io::zip::Reader zip(bytes, "npz file '" + p + "'");
   ASSERT_EQ(zip.entries().size(), 2u);
@@ -121,10 +126,12 @@ TEST(Npz, WrittenArchiveReadableByNumpy) {
   npy::write_npz({{"a", Tensor::from_vec(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, Device::cpu())},
                   {"b", Tensor::new_({int16_t(-7), int16_t(9)}, Device::cpu())}},
                  p);
-  std::string cmd = "/usr/bin/python3 -c \"import numpy as np, sys; z = np.load(sys.argv[1]); "
-                    "assert sorted(z.files) == ['a', 'b']; "
-                    "assert z['a'].dtype == np.float32 and z['a'].tolist() == [[1, 2, 3], [4, 5, 6]]; "
-                    "assert z['b'].dtype == np.int16 and z['b'].tolist() == [-7, 9]\" " + p;
+  std::string cmd =
+      "/usr/bin/python3 -c \"import numpy as np, sys; z = np.load(sys.argv[1]); "
+      "assert sorted(z.files) == ['a', 'b']; "
+      "assert z['a'].dtype == np.float32 and z['a'].tolist() == [[1, 2, 3], [4, 5, 6]]; "
+      "assert z['b'].dtype == np.int16 and z['b'].tolist() == [-7, 9]\" " +
+      p;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 

@@ -70,7 +70,10 @@ const std::map<std::string, Fn>& ops() {
       {"ge", [](auto& v) { return v[0].round().ge(v[1].round()); }},
       {"sum0", [](auto& v) { return v[0].sum_keepdim(0); }},
       {"sum1", [](auto& v) { return v[0].sum_keepdim(1); }},
-      {"sum01", [](auto& v) { return v[0].sum_keepdim(std::vector<int64_t>{0, 1}); }},
+      {"sum01",
+       [](auto& v) {
+         return v[0].sum_keepdim(std::vector<int64_t>{0, 1});
+       }},
       {"max1", [](auto& v) { return v[0].max_keepdim(1); }},
       {"min0", [](auto& v) { return v[0].min_keepdim(0); }},
       {"argmax1", [](auto& v) { return v[0].argmax_keepdim(1); }},

@@ -1,9 +1,10 @@
+#include "candle/io/safetensors.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "candle/candle.h"
-#include "candle/io/safetensors.h"
 #include "io/safetensors_internal.h"
 #include "io_test_util.h"
 #include "test_util.h"
@@ -61,34 +62,38 @@ TEST(Safetensors, CandleSaveAndLoad) {
 // Byte vectors from the reference implementation's tests (safetensors/src/tensor.rs).
 TEST(Safetensors, SerializeMatchesReferenceBytes) {
   Tensor attn = Tensor::from_vec(std::vector<float>{0, 1, 2, 3, 4, 5}, {1, 2, 3}, Device::cpu());
-  EXPECT_EQ(safetensors::serialize({{"attn.0", attn}}),
-            from_u8({64,  0,   0,   0,   0,   0,   0,   0,   123, 34,  97,  116, 116, 110, 46,  48,  34,  58,  123, 34,
-                     100, 116, 121, 112, 101, 34,  58,  34,  70,  51,  50,  34,  44,  34,  115, 104, 97,  112, 101, 34,
-                     58,  91,  49,  44,  50,  44,  51,  93,  44,  34,  100, 97,  116, 97,  95,  111, 102, 102, 115, 101,
-                     116, 115, 34,  58,  91,  48,  44,  50,  52,  93,  125, 125, 0,   0,   0,   0,   0,   0,   128, 63,
-                     0,   0,   0,   64,  0,   0,   64,  64,  0,   0,   128, 64,  0,   0,   160, 64}));
+  EXPECT_EQ(
+      safetensors::serialize({{"attn.0", attn}}),
+      from_u8({64,  0,   0,   0,   0,   0,  0,  0,  123, 34, 97,  116, 116, 110, 46,  48,  34,  58,  123, 34,
+               100, 116, 121, 112, 101, 34, 58, 34, 70,  51, 50,  34,  44,  34,  115, 104, 97,  112, 101, 34,
+               58,  91,  49,  44,  50,  44, 51, 93, 44,  34, 100, 97,  116, 97,  95,  111, 102, 102, 115, 101,
+               116, 115, 34,  58,  91,  48, 44, 50, 52,  93, 125, 125, 0,   0,   0,   0,   0,   0,   128, 63,
+               0,   0,   0,   64,  0,   0,  64, 64, 0,   0,  128, 64,  0,   0,   160, 64}));
   EXPECT_EQ(safetensors::serialize({}), from_u8({8, 0, 0, 0, 0, 0, 0, 0, 123, 125, 32, 32, 32, 32, 32, 32}));
   EXPECT_EQ(safetensors::serialize({}, {{"framework", "pt"}}),
-            from_u8({40, 0,  0,   0,   0,   0,  0,  0,   123, 34,  95,  95,  109, 101, 116, 97,
-                     100, 97, 116, 97,  95,  95, 34, 58,  123, 34,  102, 114, 97,  109, 101, 119,
-                     111, 114, 107, 34, 58,  34, 112, 116, 34,  125, 125, 32,  32,  32,  32,  32}));
+            from_u8({40,  0,   0,   0,  0,  0,  0,   0,   123, 34,  95,  95,  109, 101, 116, 97,
+                     100, 97,  116, 97, 95, 95, 34,  58,  123, 34,  102, 114, 97,  109, 101, 119,
+                     111, 114, 107, 34, 58, 34, 112, 116, 34,  125, 125, 32,  32,  32,  32,  32}));
   // header padded with spaces so that the data is aligned
   Tensor attn0 = Tensor::from_vec(std::vector<float>{0, 1, 2, 3, 4, 5}, {1, 1, 2, 3}, Device::cpu());
   std::vector<std::byte> out = safetensors::serialize({{"attn0", attn0}});
   EXPECT_EQ(out.size(), 8u + 72u + 24u);
-  EXPECT_EQ(header_of(out), "{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],\"data_offsets\":[0,24]}}       ");
+  EXPECT_EQ(header_of(out),
+            "{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],\"data_offsets\":[0,24]}}       ");
 }
 
 TEST(Safetensors, RoundTripEveryDtypeBytesExact) {
   TempDir dir;
   std::unordered_map<std::string, Tensor> in;
-  for (DType dt : kAllDTypes) in.emplace(std::string("t_") + std::string(dtype_name(dt)), sample_tensor(dt, {3, 1, 5}));
+  for (DType dt : kAllDTypes)
+    in.emplace(std::string("t_") + std::string(dtype_name(dt)), sample_tensor(dt, {3, 1, 5}));
   in.emplace("scalar", Tensor::new_(1.5, Device::cpu()));
   in.emplace("empty", Tensor::zeros({0, 4}, DType::F32, Device::cpu()));
   std::string p = dir.file("all.safetensors");
   safetensors::save(in, p);
   EXPECT_EQ(read_bytes(p), safetensors::serialize(in));
-  for (const auto& loaded : {safetensors::load(p, Device::cpu()), safetensors::load_buffer(read_bytes(p), Device::cpu())}) {
+  for (const auto& loaded :
+       {safetensors::load(p, Device::cpu()), safetensors::load_buffer(read_bytes(p), Device::cpu())}) {
     ASSERT_EQ(loaded.size(), in.size());
     for (const auto& [name, t] : in) {
       const Tensor& r = loaded.at(name);
@@ -133,9 +138,10 @@ TEST(Safetensors, StridedTensorsAreWrittenContiguously) {
 TEST(Safetensors, CpuLoadIsZeroCopy) {
   TempDir dir;
   std::string p = dir.file("z.safetensors");
-  safetensors::save({{"a", Tensor::from_vec(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10}, Device::cpu())},
-                     {"b", Tensor::new_({int64_t(1), int64_t(2)}, Device::cpu())}},
-                    p);
+  safetensors::save(
+      {{"a", Tensor::from_vec(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10}, Device::cpu())},
+       {"b", Tensor::new_({int64_t(1), int64_t(2)}, Device::cpu())}},
+      p);
   auto r = safetensors::detail::load_mapped(p, Device::cpu());
   for (const auto& [name, t] : r.tensors) {
     EXPECT_TRUE(r.mapping->contains(data_ptr(t), t.elem_count() * dtype_size(t.dtype()))) << name;
@@ -147,8 +153,9 @@ TEST(Safetensors, MisalignedDataIsCopied) {
   // "u" (1 byte) first, then an f32 at buffer offset 1: not 4-byte aligned in the mapping
   TempDir dir;
   std::string p = dir.file("m.safetensors");
-  std::string h = "{\"u\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-                  "\"f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1,9]}}";
+  std::string h =
+      "{\"u\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+      "\"f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1,9]}}";
   h.append((8 - h.size() % 8) % 8, ' ');
   write_bytes(p, st_file(h, from_u8({9, 0, 0, 128, 63, 0, 0, 0, 64})));
   auto r = safetensors::detail::load_mapped(p, Device::cpu());
@@ -209,14 +216,17 @@ TEST(Safetensors, MmapedShards) {
   TempDir dir;
   auto dev = Device::cpu();
   safetensors::save({{"a", Tensor::new_({1.f}, dev)}}, dir.file("s1.safetensors"), {{"k", "first"}});
-  safetensors::save({{"b", Tensor::new_({int64_t(2)}, dev)}}, dir.file("s2.safetensors"), {{"k", "second"}, {"x", "y"}});
+  safetensors::save({{"b", Tensor::new_({int64_t(2)}, dev)}}, dir.file("s2.safetensors"),
+                    {{"k", "second"}, {"x", "y"}});
   safetensors::MmapedSafetensors st({dir.file("s1.safetensors"), dir.file("s2.safetensors")});
   EXPECT_EQ(st.names(), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(st.load("a", dev).to_vec1<float>(), (std::vector<float>{1.f}));
   EXPECT_EQ(st.load("b", dev).to_vec1<int64_t>(), (std::vector<int64_t>{2}));
   EXPECT_EQ(st.metadata(), (std::map<std::string, std::string>{{"k", "first"}, {"x", "y"}}));
   // the same name in two shards is an error naming both files
-  Error e = expect_error([&] { safetensors::MmapedSafetensors({dir.file("s1.safetensors"), dir.file("s1.safetensors")}); });
+  Error e = expect_error([&] {
+    safetensors::MmapedSafetensors({dir.file("s1.safetensors"), dir.file("s1.safetensors")});
+  });
   EXPECT_TRUE(contains(e.what(), "'a'") && contains(e.what(), "s1.safetensors")) << e.what();
 }
 
@@ -264,8 +274,8 @@ Error load_error(const std::vector<std::byte>& file) {
 }  // namespace
 
 TEST(Safetensors, EveryTruncatedPrefixThrows) {
-  std::vector<std::byte> full =
-      safetensors::serialize({{"a", Tensor::new_({1.f, 2.f}, Device::cpu())}, {"b", Tensor::new_({int16_t(3)}, Device::cpu())}});
+  std::vector<std::byte> full = safetensors::serialize(
+      {{"a", Tensor::new_({1.f, 2.f}, Device::cpu())}, {"b", Tensor::new_({int16_t(3)}, Device::cpu())}});
   TempDir dir;
   std::string p = dir.file("cut.safetensors");
   for (size_t n = 0; n < full.size(); ++n) {
@@ -315,10 +325,12 @@ TEST(Safetensors, MissingOrMistypedFieldsNameTheTensor) {
 }
 
 TEST(Safetensors, UnknownAndUnsupportedDtypes) {
-  Error unknown = load_error(st_file("{\"w\":{\"dtype\":\"F128\",\"shape\":[1],\"data_offsets\":[0,16]}}", std::vector<std::byte>(16)));
+  Error unknown = load_error(st_file("{\"w\":{\"dtype\":\"F128\",\"shape\":[1],\"data_offsets\":[0,16]}}",
+                                     std::vector<std::byte>(16)));
   EXPECT_EQ(unknown.kind(), ErrorKind::Parse);
   EXPECT_TRUE(contains(unknown.what(), "F128") && contains(unknown.what(), "tensor 'w'")) << unknown.what();
-  Error u64 = load_error(st_file("{\"w\":{\"dtype\":\"U64\",\"shape\":[1],\"data_offsets\":[0,8]}}", std::vector<std::byte>(8)));
+  Error u64 = load_error(
+      st_file("{\"w\":{\"dtype\":\"U64\",\"shape\":[1],\"data_offsets\":[0,8]}}", std::vector<std::byte>(8)));
   EXPECT_EQ(u64.kind(), ErrorKind::UnsupportedOp);
   EXPECT_TRUE(contains(u64.what(), "U64") && contains(u64.what(), "tensor 'w'")) << u64.what();
 }
@@ -334,7 +346,7 @@ TEST(Safetensors, OffsetsMustMatchShapeAndBuffer) {
       "{\"w\":{\"dtype\":\"F32\",\"shape\":[2.5,3],\"data_offsets\":[0,24]}}",  // not an integer
       "{\"w\":{\"dtype\":\"F32\",\"shape\":[1e30],\"data_offsets\":[0,24]}}",
       "{\"w\":{\"dtype\":\"F32\",\"shape\":[18446744073709551615,2],\"data_offsets\":[0,24]}}",  // overflow
-      "{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}",    // bytes overflow
+      "{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}",  // bytes overflow
       "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,18446744073709551616]}}",
   };
   for (const char* h : headers) {
@@ -345,9 +357,10 @@ TEST(Safetensors, OffsetsMustMatchShapeAndBuffer) {
 }
 
 TEST(Safetensors, DuplicateNamesAreRejected) {
-  Error e = load_error(st_file(
-      "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
-      std::vector<std::byte>(2)));
+  Error e =
+      load_error(st_file("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"w\":{\"dtype\":"
+                         "\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                         std::vector<std::byte>(2)));
   EXPECT_EQ(e.kind(), ErrorKind::Parse);
   EXPECT_TRUE(contains(e.what(), "'w' appears twice")) << e.what();
 }
@@ -359,11 +372,11 @@ TEST(Safetensors, BadMetadataIsRejected) {
 
 TEST(Safetensors, OverlappingTensorsAndGapsAreAllowed) {
   std::vector<std::byte> data = from_u8({0, 0, 128, 63, 0, 0, 0, 64, 7, 7, 7, 7});
-  auto all = safetensors::load_buffer(
-      st_file("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-              "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-              data),
-      Device::cpu());
+  auto all =
+      safetensors::load_buffer(st_file("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                                       "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                                       data),
+                               Device::cpu());
   EXPECT_EQ(all.at("x").to_vec1<float>(), (std::vector<float>{1.f, 2.f}));
   EXPECT_EQ(all.at("y").to_vec1<float>(), (std::vector<float>{2.f}));
 }
