@@ -22,9 +22,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <string>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -62,22 +62,6 @@ Planes planes3(const Layout& l, const char* op) {
   auto [b, c, n] = l.shape().dims3(op);
   const auto& s = l.stride();
   return Planes{b, c, 1, n, s[0], s[1], 0, s[2], l.start_offset()};
-}
-
-// The output storage. Blocks above the CPU block cache's default limit (1 GiB) are never
-// reused, so every call pays its page faults; host_alloc asks for transparent huge pages
-// (MADV_HUGEPAGE), whose synchronous compaction made first touches 2-4x slower than 4 KiB
-// faults on the test machine (a 12 GB nearest x8 output). Those are taken from the C heap.
-std::shared_ptr<CpuStorage> alloc_output(DType dtype, size_t n) {
-  constexpr size_t kUncachedBytes = size_t{1} << 30;
-  const size_t bytes = n * dtype_size(dtype);
-  if (bytes <= kUncachedBytes) return CpuStorage::alloc(dtype, n);
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (!p) {
-    throw Error(ErrorKind::Device, "cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
-  }
-  std::shared_ptr<void> owner(p, [](void* q) { std::free(q); });
-  return CpuStorage::wrap(dtype, n, p, std::move(owner));
 }
 
 // Output rows (over all planes) processed per parallel chunk: about kParallelGrain elements.
@@ -170,13 +154,19 @@ CANDLE_POOL_CLONES void max_2x2(const A* __restrict r0, const A* __restrict r1, 
 template <typename A>
 void accumulate_row(bool is_max, const A* r, size_t kw, size_t sw, size_t ow, A* acc) {
   if (is_max) {
-    if (sw == 1) max_accumulate<A, 1>(r, kw, sw, ow, acc);
-    else if (sw == 2) max_accumulate<A, 2>(r, kw, sw, ow, acc);
-    else max_accumulate<A, 0>(r, kw, sw, ow, acc);
+    if (sw == 1)
+      max_accumulate<A, 1>(r, kw, sw, ow, acc);
+    else if (sw == 2)
+      max_accumulate<A, 2>(r, kw, sw, ow, acc);
+    else
+      max_accumulate<A, 0>(r, kw, sw, ow, acc);
   } else {
-    if (sw == 1) avg_accumulate<A, 1>(r, kw, sw, ow, acc);
-    else if (sw == 2) avg_accumulate<A, 2>(r, kw, sw, ow, acc);
-    else avg_accumulate<A, 0>(r, kw, sw, ow, acc);
+    if (sw == 1)
+      avg_accumulate<A, 1>(r, kw, sw, ow, acc);
+    else if (sw == 2)
+      avg_accumulate<A, 2>(r, kw, sw, ow, acc);
+    else
+      avg_accumulate<A, 0>(r, kw, sw, ow, acc);
   }
 }
 
@@ -202,8 +192,10 @@ void pool2d_typed(const T* src, const Planes& p, std::array<size_t, 2> k, std::a
       T* out = dst + r * ow;
       A* res = std::is_same_v<T, A> ? reinterpret_cast<A*>(out) : acc.data();
       if (fused) {
-        if (is_max) max_2x2<A>(rp[0], rp[1], ow, res);
-        else avg_2x2<A>(rp[0], rp[1], ow, res);
+        if (is_max)
+          max_2x2<A>(rp[0], rp[1], ow, res);
+        else
+          avg_2x2<A>(rp[0], rp[1], ow, res);
       } else {
         if (is_max) {
           for (size_t o = 0; o < ow; ++o) res[o] = rp[0][o * sw];
@@ -339,7 +331,7 @@ void nearest_typed(const E* src, const Planes& p, size_t out_h, size_t out_w, E*
 std::shared_ptr<CpuStorage> nearest(const CpuStorage& s, const Planes& p, size_t out_h, size_t out_w,
                                     const char* op) {
   const size_t n = p.b * p.c * out_h * out_w;
-  auto out = alloc_output(s.dtype(), n);
+  auto out = CpuStorage::alloc(s.dtype(), n);
   if (n == 0) return out;
   if (p.h == 0 || p.w == 0) {
     throw Error(ErrorKind::InvalidArgument,
@@ -430,7 +422,8 @@ void bilinear_typed(const T* src, const Planes& p, size_t out_h, size_t out_w, c
         if (tag[k] == t) return hrows.data() + k * out_w;
       const size_t k = tag[0] == keep ? 1 : 0;
       const A* r = load_row<T, A>(src + p.plane_offset(plane) + sy * p.sh, p.w, p.sw, buf.data());
-      bilinear_hpass<A>(r, tw.i0.data(), tw.i1.data(), lw0.data(), lw1.data(), out_w, hrows.data() + k * out_w);
+      bilinear_hpass<A>(r, tw.i0.data(), tw.i1.data(), lw0.data(), lw1.data(), out_w,
+                        hrows.data() + k * out_w);
       tag[k] = t;
       return hrows.data() + k * out_w;
     };
@@ -461,11 +454,13 @@ std::shared_ptr<CpuStorage> pool2d(const CpuStorage& s, const Layout& l, std::ar
   const Planes p = planes4(l, op);
   check_pool_args(p, k, st, op);
   const size_t oh = (p.h - k[0]) / st[0] + 1, ow = (p.w - k[1]) / st[1] + 1;
-  auto out = alloc_output(s.dtype(), p.b * p.c * oh * ow);
+  auto out = CpuStorage::alloc(s.dtype(), p.b * p.c * oh * ow);
   if (out->elem_count() == 0) return out;
   auto run = [&]<typename T>() { pool2d_typed<T>(s.data<T>(), p, k, st, is_max, out->data<T>()); };
-  if (is_max) dispatch(s.dtype(), run);
-  else dispatch_float(s.dtype(), op, run);
+  if (is_max)
+    dispatch(s.dtype(), run);
+  else
+    dispatch_float(s.dtype(), op, run);
   return out;
 }
 
@@ -505,10 +500,11 @@ StoragePtr CpuStorage::upsample_bilinear2d(const Layout& l, size_t out_h, size_t
     if (n) copy_strided_src(*out, 0, l);
     return out;
   }
-  auto out = alloc_output(dtype_, n);
+  auto out = CpuStorage::alloc(dtype_, n);
   if (n == 0) return out;
   if (p.h == 0 || p.w == 0) {
-    throw Error(ErrorKind::InvalidArgument, std::string(op) + ": cannot resize an empty input to a non-empty output");
+    throw Error(ErrorKind::InvalidArgument,
+                std::string(op) + ": cannot resize an empty input to a non-empty output");
   }
   const LinearTaps th = linear_taps(p.h, out_h, align_corners, scale_h);
   const LinearTaps tw = linear_taps(p.w, out_w, align_corners, scale_w);

@@ -48,9 +48,9 @@ void check_resizable(const Tensor& t, const Shape& out, size_t first_dim, const 
 
 size_t scaled_size(size_t in, double scale, const Tensor& t, const char* what, const char* op) {
   if (!std::isfinite(scale) || scale <= 0.0) {
-    throw Error(ErrorKind::InvalidArgument, std::string(op) + ": the " + what +
-                                                " scale must be finite and positive, got " + std::to_string(scale) +
-                                                ", input shape " + t.shape().to_string());
+    throw Error(ErrorKind::InvalidArgument,
+                std::string(op) + ": the " + what + " scale must be finite and positive, got " +
+                    std::to_string(scale) + ", input shape " + t.shape().to_string());
   }
   const double v = std::floor(static_cast<double>(in) * scale);
   if (v >= 9.0e15) {
@@ -111,7 +111,8 @@ Tensor Tensor::upsample_nearest2d(size_t target_h, size_t target_w) const {
 }
 
 Tensor Tensor::upsample_bilinear2d(size_t target_h, size_t target_w, bool align_corners) const {
-  return bilinear(*this, target_h, target_w, align_corners, std::nullopt, std::nullopt, "upsample_bilinear2d");
+  return bilinear(*this, target_h, target_w, align_corners, std::nullopt, std::nullopt,
+                  "upsample_bilinear2d");
 }
 
 Tensor Tensor::upsample_bilinear2d_with_scale(double scale_h, double scale_w, bool align_corners) const {
