@@ -1,0 +1,162 @@
+// candle_nn::ops: composed tensor ops, with fused CPU kernels for the last-dim norms/softmax.
+#include "candle/nn/ops.h"
+
+#include <string>
+
+#include "nn/fused_cpu.h"
+#include "ops/op_util.h"
+
+namespace candle::nn::ops {
+namespace {
+
+// The fused kernels record no backward: take them on the CPU when nothing is tracked.
+bool use_fused(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (!t->device().is_cpu() || t->track_op()) return false;
+  return true;
+}
+
+DType internal_dtype(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F32; }
+
+// alpha (and beta) must be [last dim of xs], float, on xs' device.
+void check_norm_args(const Tensor& xs, const Tensor& alpha, const Tensor* beta, const char* op) {
+  candle::ops::check_float(xs, op);
+  candle::ops::check_float(alpha, op);
+  candle::ops::check_same_device(xs, alpha, op);
+  if (xs.rank() == 0)
+    throw Error(ErrorKind::ShapeMismatch, std::string(op) + " expects at least one dim, got a scalar");
+  size_t d = xs.dims().back();
+  auto check_vec = [&](const Tensor& v, const char* what) {
+    if (v.rank() != 1 || v.dim(0) != d)
+      throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", x: " +
+                                                xs.shape().to_string() + ", " + what + ": " +
+                                                v.shape().to_string());
+  };
+  check_vec(alpha, "alpha");
+  if (beta) {
+    candle::ops::check_float(*beta, op);
+    candle::ops::check_same_device(xs, *beta, op);
+    check_vec(*beta, "beta");
+  }
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& xs, int64_t dim) {
+  candle::ops::check_float(xs, "softmax");
+  size_t d = xs.shape().resolve_dim(dim, "softmax");
+  int64_t sd = static_cast<int64_t>(d);
+  Tensor diff = xs.broadcast_sub(xs.max_keepdim(sd));
+  Tensor num = diff.exp();
+  return num.broadcast_div(num.sum_keepdim(sd));
+}
+
+Tensor log_softmax(const Tensor& xs, int64_t dim) {
+  candle::ops::check_float(xs, "log_softmax");
+  size_t d = xs.shape().resolve_dim(dim, "log_softmax");
+  int64_t sd = static_cast<int64_t>(d);
+  Tensor diff = xs.broadcast_sub(xs.max_keepdim(sd));
+  return diff.broadcast_sub(diff.exp().sum_keepdim(sd).log());
+}
+
+Tensor softmax_last_dim(const Tensor& xs) {
+  candle::ops::check_float(xs, "softmax_last_dim");
+  if (xs.rank() == 0)
+    throw Error(ErrorKind::ShapeMismatch, "softmax_last_dim expects at least one dim, got a scalar");
+  if (use_fused({&xs})) return detail::softmax_last_dim_cpu(xs);
+  return softmax(xs, -1);
+}
+
+Tensor sigmoid(const Tensor& xs) { return xs.sigmoid(); }
+Tensor silu(const Tensor& xs) { return xs.silu(); }
+
+Tensor swiglu(const Tensor& xs) {
+  if (xs.rank() == 0 || xs.dims().back() % 2 != 0)
+    throw Error(ErrorKind::ShapeMismatch,
+                "swiglu needs an even last dim, got shape " + xs.shape().to_string());
+  auto halves = xs.chunk(2, -1);
+  return halves[0].silu() * halves[1];
+}
+
+Tensor hard_sigmoid(const Tensor& xs) { return ((xs + 3.0) / 6.0).clamp(Scalar(0.0), Scalar(1.0)); }
+
+Tensor leaky_relu(const Tensor& xs, double negative_slope) {
+  Tensor zeros = xs.zeros_like();
+  return xs.maximum(zeros) + xs.minimum(zeros) * negative_slope;
+}
+
+Tensor rms_norm_slow(const Tensor& xs, const Tensor& alpha, float eps) {
+  check_norm_args(xs, alpha, nullptr, "rms_norm");
+  DType dt = xs.dtype();
+  double hidden = static_cast<double>(xs.dims().back());
+  Tensor x = xs.to_dtype(internal_dtype(dt));
+  Tensor norm_x = x.sqr().sum_keepdim(-1) / hidden;
+  Tensor normed = x.broadcast_div((norm_x + static_cast<double>(eps)).sqrt());
+  return normed.to_dtype(dt).broadcast_mul(alpha.to_dtype(dt));
+}
+
+Tensor rms_norm(const Tensor& xs, const Tensor& alpha, float eps) {
+  check_norm_args(xs, alpha, nullptr, "rms_norm");
+  if (use_fused({&xs, &alpha})) return detail::rms_norm_cpu(xs, alpha, eps);
+  return rms_norm_slow(xs, alpha, eps);
+}
+
+Tensor layer_norm_slow(const Tensor& xs, const Tensor& alpha, const Tensor& beta, float eps) {
+  check_norm_args(xs, alpha, &beta, "layer_norm");
+  DType dt = xs.dtype();
+  double hidden = static_cast<double>(xs.dims().back());
+  Tensor x = xs.to_dtype(internal_dtype(dt));
+  x = x.broadcast_sub(x.sum_keepdim(-1) / hidden);
+  Tensor norm_x = x.sqr().sum_keepdim(-1) / hidden;
+  Tensor normed = x.broadcast_div((norm_x + static_cast<double>(eps)).sqrt());
+  return normed.to_dtype(dt).broadcast_mul(alpha.to_dtype(dt)).broadcast_add(beta.to_dtype(dt));
+}
+
+Tensor layer_norm(const Tensor& xs, const Tensor& alpha, const Tensor& beta, float eps) {
+  check_norm_args(xs, alpha, &beta, "layer_norm");
+  if (use_fused({&xs, &alpha, &beta})) return detail::layer_norm_cpu(xs, alpha, beta, eps);
+  return layer_norm_slow(xs, alpha, beta, eps);
+}
+
+Tensor dropout(const Tensor& xs, float drop_p) {
+  if (!(drop_p >= 0.0f && drop_p < 1.0f))
+    throw Error(ErrorKind::InvalidArgument,
+                "dropout probability has to be in [0, 1), got " + std::to_string(drop_p));
+  candle::ops::check_float(xs, "dropout");
+  Tensor r = Tensor::rand(0.0, 1.0, xs.shape(), DType::F32, xs.device());
+  double scale = 1.0 / (1.0 - static_cast<double>(drop_p));
+  Tensor mask = r.ge(Scalar(drop_p)).to_dtype(xs.dtype()) * scale;
+  return xs * mask;
+}
+
+Tensor pixel_shuffle(const Tensor& xs, size_t r) {
+  auto [b, c, h, w] = xs.shape().dims4("pixel_shuffle");
+  if (r == 0 || c % (r * r) != 0)
+    throw Error(ErrorKind::ShapeMismatch, "pixel_shuffle: channels of " + xs.shape().to_string() +
+                                              " are not divisible by upscale_factor^2 = " +
+                                              std::to_string(r * r));
+  size_t oc = c / (r * r);
+  return xs.reshape({b, oc, r, r, h, w}).permute({0, 1, 4, 2, 5, 3}).reshape({b, oc, h * r, w * r});
+}
+
+Tensor pixel_unshuffle(const Tensor& xs, size_t r) {
+  auto [b, c, h, w] = xs.shape().dims4("pixel_unshuffle");
+  if (r == 0 || h % r != 0 || w % r != 0)
+    throw Error(ErrorKind::ShapeMismatch, "pixel_unshuffle: height and width of " + xs.shape().to_string() +
+                                              " are not divisible by downscale_factor " + std::to_string(r));
+  size_t oh = h / r, ow = w / r;
+  return xs.reshape({b, c, oh, r, ow, r}).permute({0, 1, 3, 5, 2, 4}).reshape({b, c * r * r, oh, ow});
+}
+
+Tensor replication_pad2d(const Tensor& xs, size_t pad) {
+  auto [b, c, h, w] = xs.shape().dims4("replication_pad2d");
+  (void)b;
+  (void)c;
+  if (pad == 0) return xs;
+  if (h == 0 || w == 0)
+    throw Error(ErrorKind::ShapeMismatch, "zero-size tensor in replication_pad2d: " + xs.shape().to_string());
+  // candle supports pad == 1 only; any size is the same border repetition.
+  return xs.pad_with_same(3, pad, pad).pad_with_same(2, pad, pad);
+}
+
+}  // namespace candle::nn::ops
