@@ -192,7 +192,8 @@ TEST(Conv2d, matches_reference_f32_shapes) {
       {3, 6, 7, 7, 6, 3, 3, 1, 1, 1, 6},    {1, 8, 10, 10, 16, 1, 1, 0, 1, 1, 1}, {1, 8, 10, 10, 16, 1, 1, 0, 2, 1, 1},
       {1, 2, 5, 9, 3, 7, 3, 3, 1, 1, 1},    {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1}, {2, 32, 13, 15, 48, 3, 3, 1, 1, 1, 1},
       {1, 16, 9, 9, 12, 1, 1, 1, 1, 1, 4}};
-  for (const Case& c : cases) check_case(c, DType::F32, 2e-5f);
+  // Winograd F(4x4, 3x3) (the 3x3 stride-1 cases with >= 16 channels) loses a few more bits
+  for (const Case& c : cases) check_case(c, DType::F32, 5e-5f);
 }
 
 TEST(Conv2d, matches_reference_f64) {
