@@ -33,6 +33,8 @@ constexpr size_t kPanelBytes = size_t{512} << 10;
 constexpr size_t kPointwiseCols = 1024;
 // Blocks are not made narrower than this to create parallelism.
 constexpr size_t kMinCols = 128;
+// Below this many multiply-adds a conv runs on the calling thread (waking the pool costs more).
+constexpr double kParallelMacs = double(1 << 21);
 
 template <typename A, typename S>
 inline A to_acc(S v) {
@@ -153,8 +155,9 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
   const size_t nblocks = (ohw + cols - 1) / cols;
   const size_t ntasks = img_groups * nblocks;
   const size_t worker_bytes = std::max<size_t>(per_col * cols * sizeof(A), 1);
-  const size_t workers =
+  size_t workers =
       std::max<size_t>(1, std::min({get_num_threads(), ntasks, std::max<size_t>(1, limit / worker_bytes)}));
+  if (double(g.b) * double(g.c_out) * double(ohw) * double(kdim) < kParallelMacs) workers = 1;
 
   parallel_for(workers, 1, [&](size_t w0, size_t w1) {
     ConvScratch<A> s;

@@ -194,7 +194,8 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
   const size_t ntasks = g.b * nbx * nby;
   const size_t T = bw * bh;
   const size_t worker_bytes = per_tile * T;
-  const size_t workers = std::max<size_t>(1, std::min({get_num_threads(), ntasks, limit / worker_bytes}));
+  size_t workers = std::max<size_t>(1, std::min({get_num_threads(), ntasks, limit / worker_bytes}));
+  if (double(g.b) * double(cout) * double(g.oh * g.ow) * double(cin * 9) < double(1 << 21)) workers = 1;
 
   std::vector<float> u(kXi * cout * cin);
   transform_kernel(ker, cout, cin, u.data());
