@@ -73,6 +73,13 @@ CANDLE_WG_CLONES void transform_input(const ConvGeom& g, const float* img, size_
         const size_t nl = std::min(kLanes, tx1 - txg);
         const ptrdiff_t x0 = static_cast<ptrdiff_t>(txg * kTile) - pad;
         const bool inside = y0 >= 0 && y0 + 6 <= ih && x0 >= 0 && x0 + ptrdiff_t(4 * (nl - 1) + 6) <= iw;
+        if (inside && nl == kLanes) {
+          for (size_t r = 0; r < 6; ++r) {
+            const float* row = chan + (y0 + ptrdiff_t(r)) * iw + x0;
+            for (size_t c = 0; c < 6; ++c)
+              for (size_t l = 0; l < kLanes; ++l) d[r][c][l] = row[4 * l + c];
+          }
+        } else {
         for (size_t r = 0; r < 6; ++r) {
           const ptrdiff_t y = y0 + ptrdiff_t(r);
           const float* row = chan + y * iw;
@@ -84,6 +91,7 @@ CANDLE_WG_CLONES void transform_input(const ConvGeom& g, const float* img, size_
               d[r][c][l] = val;
             }
           }
+        }
         }
         // columns: tmp = B^T d
         for (size_t c = 0; c < 6; ++c) {

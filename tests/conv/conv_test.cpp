@@ -3,6 +3,7 @@
 // against a plain double-precision reference written here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -442,6 +443,58 @@ TEST(Conv2d, empty_batch) {
   Tensor x = Tensor::zeros({0, 4, 8, 8}, DType::F32, Device::cpu());
   Tensor r = x.conv2d(randn({2, 4, 3, 3}), 1, 1, 1, 1);
   EXPECT_EQ(r.dims(), (std::vector<size_t>{0, 2, 8, 8}));
+}
+
+}  // namespace
+}  // namespace candle
+
+namespace candle {
+namespace {
+
+// ---- Winograd F(4x4, 3x3) path (f32, 3x3, stride 1, >= 16 channels) -------------------
+
+// The same conv through the im2col path: a scratch cap too small for Winograd blocks.
+Tensor conv_im2col_path(const Tensor& x, const Tensor& k, const std::optional<Tensor>& bias, size_t pad,
+                        std::optional<UnaryOp> act) {
+  set_conv_scratch_limit(size_t{16} << 10);  // under 4 Winograd tiles of these shapes
+  Tensor r = x.conv2d_fused(k, bias, pad, 1, 1, 1, act);
+  set_conv_scratch_limit(0);
+  return r;
+}
+
+TEST(ConvWinograd, matches_im2col_within_1e4_relative) {
+  for (size_t pad : {0, 1, 2}) {
+    Tensor x = randn({2, 24, 37, 29});
+    Tensor k = randn({20, 24, 3, 3});
+    Tensor got = x.conv2d(k, pad, 1, 1, 1);
+    Tensor want = conv_im2col_path(x, k, std::nullopt, pad, std::nullopt);
+    ASSERT_EQ(got.dims(), want.dims());
+    const auto g = f32(got), w = f32(want);
+    const float scale = std::sqrt(24.f * 9.f);  // typical magnitude of a sum of 216 unit products
+    for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-4f * scale) << "pad " << pad << " at " << i;
+    expect_near_vec(g, ref_conv2d(x, k, pad, 1, 1, 1), 1e-4f * scale);
+  }
+}
+
+TEST(ConvWinograd, fused_bias_relu) {
+  Tensor x = randn({1, 32, 21, 23});
+  Tensor k = randn({16, 32, 3, 3});
+  Tensor b = randn({16});
+  Tensor got = x.conv2d_fused(k, b, 1, 1, 1, 1, UnaryOp::Relu);
+  Tensor want = conv_im2col_path(x, k, b, 1, UnaryOp::Relu);
+  expect_near_vec(f32(got), f32(want), 2e-3f);
+  // relu really applied: no negatives, and some zeros
+  const auto g = f32(got);
+  EXPECT_EQ(*std::min_element(g.begin(), g.end()), 0.0f);
+}
+
+TEST(ConvWinograd, strided_views_give_identical_bytes) {
+  Tensor x = randn({1, 32, 30, 26});
+  Tensor k = randn({32, 32, 3, 3});
+  const auto want = x.conv2d(k, 1, 1, 1, 1).flatten_to_vec<float>();
+  EXPECT_EQ(permuted_view(x).conv2d(k, 1, 1, 1, 1).flatten_to_vec<float>(), want);
+  EXPECT_EQ(x.conv2d(permuted_view(k), 1, 1, 1, 1).flatten_to_vec<float>(), want);
+  EXPECT_EQ(test_util::offset_view(x, 1).conv2d(test_util::offset_view(k, 2), 1, 1, 1, 1).flatten_to_vec<float>(), want);
 }
 
 }  // namespace
