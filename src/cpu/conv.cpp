@@ -152,7 +152,9 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
     const size_t want = (16 + img_groups - 1) / img_groups;
     cols = std::max(std::min(cols, (ohw + want - 1) / want), std::min(kMinCols, cols));
   }
+  cols = std::max<size_t>(cols, 1);
   const size_t nblocks = (ohw + cols - 1) / cols;
+  cols = (ohw + nblocks - 1) / nblocks;  // balanced blocks (never wider than before)
   const size_t ntasks = img_groups * nblocks;
   const size_t worker_bytes = std::max<size_t>(per_col * cols * sizeof(A), 1);
   size_t workers =

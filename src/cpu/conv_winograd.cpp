@@ -196,7 +196,9 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
   const size_t limit = conv_scratch_limit();
   target = std::max<size_t>(1, std::min(target, limit / per_tile));
   if (target < 4) return false;  // the cap leaves no room for useful blocks
-  const size_t bw = std::min(tiles_w, target);
+  // balanced segments of a tile row (no thin last block)
+  const size_t segs = (tiles_w + target - 1) / target;
+  const size_t bw = (tiles_w + segs - 1) / segs;
   const size_t bh = std::min(tiles_h, std::max<size_t>(1, target / bw));
   const size_t nbx = (tiles_w + bw - 1) / bw, nby = (tiles_h + bh - 1) / bh;
   const size_t ntasks = g.b * nbx * nby;
