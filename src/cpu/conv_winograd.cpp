@@ -1,4 +1,4 @@
-// Winograd F(4x4, 3x3) for f32 3x3 stride-1 dilation-1 convolutions (Lavin & Gray's
+// Winograd F(4x4, 3x3) for f32 3x3 and 5x5 stride-1 dilation-1 convolutions (Lavin & Gray's
 // transforms with the points 0, +-1, +-2, +-1/2): each 4x4 output tile costs 36 products per
 // (c_in, c_out) pair instead of 144. Per block of tiles: the input tiles are transformed to
 // V[36][c_in][T], 36 GEMMs give M[36][c_out][T] = U[36][c_out][c_in] x V, and the output
@@ -27,25 +27,35 @@ constexpr size_t kTile = 4, kIn = 6, kXi = 36;
 // Target bytes of one worker's V and M panels.
 constexpr size_t kWinogradBlockBytes = size_t{3} << 20;
 
-// U = G g G^T for every (co, ci): [36][c_out][c_in].
-void transform_kernel(const float* ker, size_t cout, size_t cin, float* u) {
+// A k x k kernel (k = 3 or 5) is the sum of nsub x nsub 3x3 sub-kernels at offsets (3a, 3b)
+// (zero-padded to 6x6 for k = 5); each sub-kernel's input windows are shifted by the same
+// offsets, so they become extra input channels: U and V have nsub^2 * c_in "channels".
+// U = G g G^T for every (co, sub, ci): [36][c_out][nsub^2 * c_in].
+void transform_kernel(const float* ker, size_t cout, size_t cin, size_t k, float* u) {
   static const float G[6][3] = {{1.f / 4, 0, 0},
                                 {-1.f / 6, -1.f / 6, -1.f / 6},
                                 {-1.f / 6, 1.f / 6, -1.f / 6},
                                 {1.f / 24, 1.f / 12, 1.f / 6},
                                 {1.f / 24, -1.f / 12, 1.f / 6},
                                 {0, 0, 1}};
-  const size_t plane = cout * cin;
+  const size_t nsub = (k + 2) / 3, kc = nsub * nsub * cin;
+  const size_t plane = cout * kc;
   parallel_for(cout, 1, [&](size_t c0, size_t c1) {
     for (size_t co = c0; co < c1; ++co) {
-      for (size_t ci = 0; ci < cin; ++ci) {
-        const float* g = ker + (co * cin + ci) * 9;
+      for (size_t sc = 0; sc < kc; ++sc) {
+        const size_t sub = sc / cin, ci = sc % cin, a = sub / nsub, b = sub % nsub;
+        float g[9];
+        for (size_t i = 0; i < 3; ++i)
+          for (size_t j = 0; j < 3; ++j) {
+            const size_t y = 3 * a + i, x = 3 * b + j;
+            g[i * 3 + j] = (y < k && x < k) ? ker[((co * cin + ci) * k + y) * k + x] : 0.f;
+          }
         float gg[6][3];
         for (size_t i = 0; i < 6; ++i)
           for (size_t j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
         for (size_t i = 0; i < 6; ++i)
           for (size_t j = 0; j < 6; ++j)
-            u[(i * 6 + j) * plane + co * cin + ci] = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+            u[(i * 6 + j) * plane + co * kc + sc] = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
       }
     }
   });
@@ -57,9 +67,11 @@ void transform_kernel(const float* ker, size_t cout, size_t cin, float* u) {
 constexpr size_t kLanes = 16;
 
 // Input transform of the tiles [ty0, ty1) x [tx0, tx1) of one image: V[xi][ci][t].
+// The windows start at (4 ty - pad + off_y, 4 tx - pad + off_x); channel ci goes to row
+// ch0 + ci of V, which has kc rows per xi.
 CANDLE_WG_CLONES void transform_input(const ConvGeom& g, const float* img, size_t ty0, size_t ty1, size_t tx0,
-                                      size_t tx1, float* v) {
-  const size_t cin = g.c_in, T = (ty1 - ty0) * (tx1 - tx0), xs = cin * T;
+                                      size_t tx1, size_t off_y, size_t off_x, size_t ch0, size_t kc, float* v) {
+  const size_t cin = g.c_in, T = (ty1 - ty0) * (tx1 - tx0), xs = kc * T;
   const auto ih = static_cast<ptrdiff_t>(g.ih), iw = static_cast<ptrdiff_t>(g.iw);
   const auto pad = static_cast<ptrdiff_t>(g.pad_h);
   alignas(64) float d[6][6][kLanes];
@@ -68,16 +80,24 @@ CANDLE_WG_CLONES void transform_input(const ConvGeom& g, const float* img, size_
     const float* chan = img + ci * g.ih * g.iw;
     size_t t = 0;
     for (size_t ty = ty0; ty < ty1; ++ty) {
-      const ptrdiff_t y0 = static_cast<ptrdiff_t>(ty * kTile) - pad;
+      const ptrdiff_t y0 = static_cast<ptrdiff_t>(ty * kTile + off_y) - pad;
       for (size_t txg = tx0; txg < tx1; txg += kLanes) {
         const size_t nl = std::min(kLanes, tx1 - txg);
-        const ptrdiff_t x0 = static_cast<ptrdiff_t>(txg * kTile) - pad;
+        const ptrdiff_t x0 = static_cast<ptrdiff_t>(txg * kTile + off_x) - pad;
         const bool inside = y0 >= 0 && y0 + 6 <= ih && x0 >= 0 && x0 + ptrdiff_t(4 * (nl - 1) + 6) <= iw;
         if (inside && nl == kLanes) {
+          // a de-interleave of 4 * kLanes + 2 consecutive values: columns 4 and 5 of tile l
+          // are columns 0 and 1 of tile l + 1
           for (size_t r = 0; r < 6; ++r) {
             const float* row = chan + (y0 + ptrdiff_t(r)) * iw + x0;
-            for (size_t c = 0; c < 6; ++c)
-              for (size_t l = 0; l < kLanes; ++l) d[r][c][l] = row[4 * l + c];
+            for (size_t l = 0; l < kLanes; ++l)
+              for (size_t c = 0; c < 4; ++c) d[r][c][l] = row[4 * l + c];
+            for (size_t l = 0; l + 1 < kLanes; ++l) {
+              d[r][4][l] = d[r][0][l + 1];
+              d[r][5][l] = d[r][1][l + 1];
+            }
+            d[r][4][kLanes - 1] = row[4 * kLanes];
+            d[r][5][kLanes - 1] = row[4 * kLanes + 1];
           }
         } else {
         for (size_t r = 0; r < 6; ++r) {
@@ -107,7 +127,7 @@ CANDLE_WG_CLONES void transform_input(const ConvGeom& g, const float* img, size_
           }
         }
         // rows: V = tmp B
-        float* base = v + ci * T + t;
+        float* base = v + (ch0 + ci) * T + t;
         for (size_t r = 0; r < 6; ++r) {
           float o[6][kLanes];
           for (size_t l = 0; l < kLanes; ++l) {
@@ -186,12 +206,12 @@ CANDLE_WG_CLONES void transform_output(const ConvGeom& g, const float* m, size_t
 
 bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, const float* bias,
                          std::optional<UnaryOp> act, float* out) {
-  if (g.kh != 3 || g.kw != 3 || g.s_h != 1 || g.s_w != 1 || g.d_h != 1 || g.d_w != 1 || g.groups != 1) return false;
+  if (g.kh != g.kw || (g.kh != 3 && g.kh != 5) || g.s_h != 1 || g.s_w != 1 || g.d_h != 1 || g.d_w != 1 || g.groups != 1) return false;
   if (g.pad_h != g.pad_w || g.c_in < 16 || g.c_out < 16 || g.oh < 8 || g.ow < 8) return false;
-  const size_t cin = g.c_in, cout = g.c_out;
+  const size_t cin = g.c_in, cout = g.c_out, nsub = (g.kh + 2) / 3, kc = nsub * nsub * cin;
   const size_t tiles_h = (g.oh + kTile - 1) / kTile, tiles_w = (g.ow + kTile - 1) / kTile;
   // block of tiles: a rectangle of rows x cols tiles, about kWinogradBlockBytes of panels
-  const size_t per_tile = kXi * (cin + cout) * sizeof(float);
+  const size_t per_tile = kXi * (kc + cout) * sizeof(float);
   size_t target = std::clamp<size_t>(kWinogradBlockBytes / per_tile, 16, 512);
   const size_t limit = conv_scratch_limit();
   target = std::max<size_t>(1, std::min(target, limit / per_tile));
@@ -205,24 +225,27 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
   const size_t T = bw * bh;
   const size_t worker_bytes = per_tile * T;
   size_t workers = std::max<size_t>(1, std::min({get_num_threads(), ntasks, limit / worker_bytes}));
-  if (double(g.b) * double(cout) * double(g.oh * g.ow) * double(cin * 9) < double(1 << 21)) workers = 1;
+  if (double(g.b) * double(cout) * double(g.oh * g.ow) * double(cin * g.kh * g.kw) < double(1 << 21)) workers = 1;
 
-  std::vector<float> u(kXi * cout * cin);
-  transform_kernel(ker, cout, cin, u.data());
+  std::vector<float> u(kXi * cout * kc);
+  transform_kernel(ker, cout, cin, g.kh, u.data());
   const size_t ihw = g.ih * g.iw, ohw = g.oh * g.ow;
 
   parallel_for(workers, 1, [&](size_t w0, size_t w1) {
-    std::unique_ptr<float[]> v(new float[kXi * cin * T]), m(new float[kXi * cout * T]);
+    std::unique_ptr<float[]> v(new float[kXi * kc * T]), m(new float[kXi * cout * T]);
     for (size_t w = w0; w < w1; ++w) {
       for (size_t task = w; task < ntasks; task += workers) {
         const size_t bx = task % nbx, rest = task / nbx, by = rest % nby, bi = rest / nby;
         const size_t ty0 = by * bh, ty1 = std::min(tiles_h, ty0 + bh);
         const size_t tx0 = bx * bw, tx1 = std::min(tiles_w, tx0 + bw);
         const size_t t = (ty1 - ty0) * (tx1 - tx0);
-        transform_input(g, in + bi * cin * ihw, ty0, ty1, tx0, tx1, v.get());
+        for (size_t sub = 0; sub < nsub * nsub; ++sub) {
+          transform_input(g, in + bi * cin * ihw, ty0, ty1, tx0, tx1, 3 * (sub / nsub), 3 * (sub % nsub), sub * cin,
+                          kc, v.get());
+        }
         for (size_t xi = 0; xi < kXi; ++xi) {
-          gemm(cout, t, cin, MatRef<float>{u.data() + xi * cout * cin, cin, 1},
-               MatRef<float>{v.get() + xi * cin * t, t, 1}, m.get() + xi * cout * t, t, false);
+          gemm(cout, t, kc, MatRef<float>{u.data() + xi * cout * kc, kc, 1},
+               MatRef<float>{v.get() + xi * kc * t, t, 1}, m.get() + xi * cout * t, t, false);
         }
         float* img_out = out + bi * cout * ohw;
         transform_output(g, m.get(), ty0, ty1, tx0, tx1, img_out);

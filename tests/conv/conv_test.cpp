@@ -476,6 +476,19 @@ TEST(ConvWinograd, matches_im2col_within_1e4_relative) {
   }
 }
 
+TEST(ConvWinograd, five_by_five_as_four_sub_kernels) {
+  for (size_t pad : {0, 2}) {
+    Tensor x = randn({1, 16, 26, 23});
+    Tensor k = randn({24, 16, 5, 5});
+    Tensor got = x.conv2d(k, pad, 1, 1, 1);
+    Tensor want = conv_im2col_path(x, k, std::nullopt, pad, std::nullopt);
+    ASSERT_EQ(got.dims(), want.dims());
+    const float scale = std::sqrt(16.f * 25.f);
+    expect_near_vec(f32(got), f32(want), 1e-4f * scale);
+    expect_near_vec(f32(got), ref_conv2d(x, k, pad, 1, 1, 1), 1e-4f * scale);
+  }
+}
+
 TEST(ConvWinograd, fused_bias_relu) {
   Tensor x = randn({1, 32, 21, 23});
   Tensor k = randn({16, 32, 3, 3});
