@@ -102,12 +102,13 @@ CANDLE_WG_CLONES void transform_input(const ConvGeom& g, const float* img, size_
         } else {
         for (size_t r = 0; r < 6; ++r) {
           const ptrdiff_t y = y0 + ptrdiff_t(r);
-          const float* row = chan + y * iw;
+          const bool row_in = y >= 0 && y < ih;
+          const float* row = row_in ? chan + y * iw : chan;
           for (size_t l = 0; l < kLanes; ++l) {
             for (size_t c = 0; c < 6; ++c) {
               const ptrdiff_t x = x0 + ptrdiff_t(4 * l + c);
               float val = 0.f;
-              if (l < nl && (inside || (y >= 0 && y < ih && x >= 0 && x < iw))) val = row[x];
+              if (l < nl && row_in && x >= 0 && x < iw) val = row[x];
               d[r][c][l] = val;
             }
           }
