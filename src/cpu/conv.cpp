@@ -1,6 +1,275 @@
-// PLACEHOLDER: replaced by the family implementation.
-#include "candle/candle.h"
+// CPU conv1d / conv2d: blocks of output positions, each an im2col panel (built under the
+// scratch cap of candle::conv_scratch_limit()) times the kernel through the GEMM, written
+// straight into the output planes, with the bias/activation epilogue applied while the block
+// is in cache. 1x1 stride-1 unpadded convs multiply the input directly (no panel); 3x3
+// stride-1 f32 convs with enough channels take the Winograd path (conv_winograd.cpp).
+// f16/bf16/f8: f32 panels and an f32 accumulator tile, rounded once into the output.
+//
+// Work split: tasks are (image, group, block of output positions) with a block size that
+// depends only on the shape (and the scratch cap), and each task runs one serial GEMM, so
+// every output value has the same operation order for any thread count.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "candle/backend.h"
+#include "candle/utils.h"
+#include "cpu/conv_kernels.h"
+#include "cpu/gemm.h"
+#include "cpu/parallel.h"
+#include "cpu/unary_ops.h"
+
 namespace candle {
-StoragePtr CpuStorage::conv1d(const Layout&, const BackendStorage&, const Layout&, const ParamsConv1D&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-StoragePtr CpuStorage::conv2d(const Layout&, const BackendStorage&, const Layout&, const ParamsConv2D&, const ConvEpilogue&) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
+namespace cpu {
+namespace {
+
+// Target bytes of one im2col panel: about half of a core's L2, so the GEMM's packed B
+// stays close.
+constexpr size_t kPanelBytes = size_t{512} << 10;
+// Output positions per block of a 1x1 conv (no panel): large enough for an efficient GEMM.
+constexpr size_t kPointwiseCols = 1024;
+// Blocks are not made narrower than this to create parallelism.
+constexpr size_t kMinCols = 128;
+// Below this many multiply-adds a conv runs on the calling thread (waking the pool costs more).
+constexpr double kParallelMacs = double(1 << 21);
+
+template <typename A, typename S>
+inline A to_acc(S v) {
+  if constexpr (std::is_same_v<A, S>) return v;
+  else return static_cast<A>(static_cast<float>(v));
+}
+
+// Copies n values of a source row (source stride `step`) into the panel, converting.
+template <typename S, typename A>
+inline void copy_run(const S* src, size_t step, size_t n, A* dst) {
+  if (step == 1) {
+    if constexpr (std::is_same_v<S, A>) {
+      std::memcpy(dst, src, n * sizeof(A));
+    } else {
+      for (size_t i = 0; i < n; ++i) dst[i] = to_acc<A>(src[i]);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = to_acc<A>(src[i * step]);
+  }
+}
+
+// The im2col panel of output positions [p0, p1) (flattened oy * ow + ox) for one image and
+// group: row r = (ci * kh + ky) * kw + kx, column p - p0. `in` points at the group's first
+// input channel of the image.
+template <typename S, typename A>
+void im2col_block(const ConvGeom& g, const S* in, size_t p0, size_t p1, A* panel) {
+  const size_t n = p1 - p0;
+  const size_t cin = g.cin_g();
+  const auto ih = static_cast<ptrdiff_t>(g.ih), iw = static_cast<ptrdiff_t>(g.iw);
+  for (size_t ci = 0; ci < cin; ++ci) {
+    const S* chan = in + ci * g.ih * g.iw;
+    for (size_t ky = 0; ky < g.kh; ++ky) {
+      for (size_t kx = 0; kx < g.kw; ++kx) {
+        A* dst = panel + ((ci * g.kh + ky) * g.kw + kx) * n;
+        const ptrdiff_t off_x = static_cast<ptrdiff_t>(kx * g.d_w) - static_cast<ptrdiff_t>(g.pad_w);
+        const auto sw = static_cast<ptrdiff_t>(g.s_w);
+        // output columns whose input column is inside the image: [lo, hi)
+        const ptrdiff_t lo_all = off_x >= 0 ? 0 : (-off_x + sw - 1) / sw;
+        const ptrdiff_t hi_all = iw - off_x <= 0 ? 0 : (iw - off_x + sw - 1) / sw;
+        size_t p = p0;
+        while (p < p1) {
+          const size_t oy = p / g.ow, ox0 = p - oy * g.ow;
+          const size_t ox1 = std::min(g.ow, ox0 + (p1 - p));
+          A* d = dst + (p - p0);
+          const ptrdiff_t iy = static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
+          if (iy < 0 || iy >= ih) {
+            std::fill(d, d + (ox1 - ox0), A(0));
+          } else {
+            const S* row = chan + iy * iw;
+            const auto lo = static_cast<size_t>(std::clamp<ptrdiff_t>(lo_all, ptrdiff_t(ox0), ptrdiff_t(ox1)));
+            const auto hi = static_cast<size_t>(std::clamp<ptrdiff_t>(hi_all, ptrdiff_t(lo), ptrdiff_t(ox1)));
+            std::fill(d, d + (lo - ox0), A(0));
+            if (hi > lo) {
+              copy_run(row + (static_cast<ptrdiff_t>(lo) * sw + off_x), g.s_w, hi - lo, d + (lo - ox0));
+            }
+            std::fill(d + (hi - ox0), d + (ox1 - ox0), A(0));
+          }
+          p += ox1 - ox0;
+        }
+      }
+    }
+  }
+}
+
+template <typename A>
+void epilogue(A* x, size_t n, A bias, bool has_bias, std::optional<UnaryOp> act) {
+  if (has_bias) {
+    for (size_t i = 0; i < n; ++i) x[i] += bias;
+  }
+  if (act) {
+    ops::with_unary_op(*act, [&]<UnaryOp OP>() {
+      const ops::UnaryFn<OP> f;
+      for (size_t i = 0; i < n; ++i) x[i] = f(x[i]);
+    });
+  }
+}
+
+// Uninitialised per-worker scratch.
+template <typename A>
+struct ConvScratch {
+  std::unique_ptr<A[]> panel, tile;
+};
+
+template <typename T>
+void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t<T>* bias,
+                 std::optional<UnaryOp> act, T* out) {
+  using A = compute_t<T>;
+  constexpr bool direct_out = std::is_same_v<A, T>;
+  const size_t cin_g = g.cin_g(), cout_g = g.cout_g(), kdim = g.kdim();
+  const size_t ihw = g.ih * g.iw, ohw = g.oh * g.ow;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.s_h == 1 && g.s_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+  const bool need_panel = !(pointwise && direct_out);
+
+  // the kernel in the accumulator type: [c_out, kdim] row-major
+  std::vector<A> ker_conv;
+  const A* ker;
+  if constexpr (direct_out) {
+    ker = ker_t;
+  } else {
+    ker_conv.resize(g.c_out * kdim);
+    for (size_t i = 0; i < ker_conv.size(); ++i) ker_conv[i] = to_acc<A>(ker_t[i]);
+    ker = ker_conv.data();
+  }
+
+  // block size: from the shape and the scratch cap only
+  const size_t limit = conv_scratch_limit();
+  size_t cols = need_panel ? std::max<size_t>(kMinCols, kPanelBytes / (std::max<size_t>(kdim, 1) * sizeof(A)))
+                           : kPointwiseCols;
+  const size_t per_col = (need_panel ? kdim : 0) + (direct_out ? 0 : cout_g);
+  if (per_col > 0) cols = std::min(cols, std::max<size_t>(1, limit / (per_col * sizeof(A))));
+  cols = std::min(cols, ohw);
+  // spread small images over a few blocks (never narrower than kMinCols)
+  const size_t img_groups = g.b * g.groups;
+  if (img_groups * ((ohw + cols - 1) / cols) < 16 && ohw > kMinCols) {
+    const size_t want = (16 + img_groups - 1) / img_groups;
+    cols = std::max(std::min(cols, (ohw + want - 1) / want), std::min(kMinCols, cols));
+  }
+  cols = std::max<size_t>(cols, 1);
+  const size_t nblocks = (ohw + cols - 1) / cols;
+  cols = (ohw + nblocks - 1) / nblocks;  // balanced blocks (never wider than before)
+  const size_t ntasks = img_groups * nblocks;
+  const size_t worker_bytes = std::max<size_t>(per_col * cols * sizeof(A), 1);
+  size_t workers =
+      std::max<size_t>(1, std::min({get_num_threads(), ntasks, std::max<size_t>(1, limit / worker_bytes)}));
+  if (double(g.b) * double(g.c_out) * double(ohw) * double(kdim) < kParallelMacs) workers = 1;
+
+  parallel_for(workers, 1, [&](size_t w0, size_t w1) {
+    ConvScratch<A> s;
+    if (need_panel) s.panel.reset(new A[kdim * cols]);
+    if (!direct_out) s.tile.reset(new A[cout_g * cols]);
+    for (size_t w = w0; w < w1; ++w) {
+      for (size_t t = w; t < ntasks; t += workers) {
+        const size_t blk = t % nblocks, ig = t / nblocks;
+        const size_t grp = ig % g.groups, bi = ig / g.groups;
+        const size_t p0 = blk * cols, p1 = std::min(ohw, p0 + cols), n = p1 - p0;
+        const T* in_g = in + (bi * g.c_in + grp * cin_g) * ihw;
+        MatRef<A> bmat;
+        if (need_panel) {
+          im2col_block(g, in_g, p0, p1, s.panel.get());
+          bmat = {s.panel.get(), n, 1};
+        } else {
+          bmat = {reinterpret_cast<const A*>(in_g) + p0, ihw, 1};
+        }
+        const size_t co0 = grp * cout_g;
+        T* out_blk = out + (bi * g.c_out + co0) * ohw + p0;
+        A* c = direct_out ? reinterpret_cast<A*>(out_blk) : s.tile.get();
+        const size_t ldc = direct_out ? ohw : n;
+        gemm(cout_g, n, kdim, MatRef<A>{ker + co0 * kdim, kdim, 1}, bmat, c, ldc, false);
+        for (size_t co = 0; co < cout_g; ++co) {
+          A* row = c + co * ldc;
+          epilogue(row, n, bias ? bias[co0 + co] : A(0), bias != nullptr, act);
+          if constexpr (!direct_out) {
+            T* dst = out_blk + co * ohw;
+            for (size_t i = 0; i < n; ++i) dst[i] = T(row[i]);
+          }
+        }
+      }
+    }
+  });
+}
+
+// A contiguous copy of a layout's elements, or a pointer into the storage when it already is.
+template <typename T>
+const T* contiguous_data(const CpuStorage& s, const Layout& l, std::shared_ptr<CpuStorage>& keep) {
+  if (l.is_contiguous()) return s.data<T>() + l.start_offset();
+  keep = CpuStorage::alloc(s.dtype(), l.elem_count());
+  s.copy_strided_src(*keep, 0, l);
+  return keep->data<T>();
+}
+
+StoragePtr run_conv(const CpuStorage& input, const Layout& l, const BackendStorage& kernel_base,
+                    const Layout& kl, const ConvGeom& g, const ConvEpilogue* ep, const char* op) {
+  const auto* kernel = dynamic_cast<const CpuStorage*>(&kernel_base);
+  if (!kernel || kernel->dtype() != input.dtype()) {
+    throw Error(ErrorKind::Internal, std::string(op) + ": kernel is not a cpu storage of the input's dtype");
+  }
+  if (l.max_offset_exclusive() > input.elem_count() || kl.max_offset_exclusive() > kernel->elem_count()) {
+    throw Error(ErrorKind::Internal, std::string(op) + ": layout out of the storage's bounds");
+  }
+  const size_t total = g.b * g.c_out * g.oh * g.ow;
+  return dispatch_float(input.dtype(), op, [&]<typename T>() -> StoragePtr {
+    using A = compute_t<T>;
+    auto out = CpuStorage::alloc(input.dtype(), total);
+    if (total == 0) return out;
+    std::shared_ptr<CpuStorage> in_keep, k_keep;
+    const T* in = contiguous_data<T>(input, l, in_keep);
+    const T* ker = contiguous_data<T>(*kernel, kl, k_keep);
+    std::vector<A> bias;
+    std::optional<UnaryOp> act;
+    if (ep) {
+      act = ep->activation;
+      if (ep->bias) {
+        const auto* bs = dynamic_cast<const CpuStorage*>(ep->bias);
+        if (!bs || bs->dtype() != input.dtype() || ep->bias_layout.elem_count() != g.c_out) {
+          throw Error(ErrorKind::Internal, std::string(op) + ": bad bias storage");
+        }
+        std::shared_ptr<CpuStorage> b_keep;
+        const T* bp = contiguous_data<T>(*bs, ep->bias_layout, b_keep);
+        bias.resize(g.c_out);
+        for (size_t i = 0; i < g.c_out; ++i) bias[i] = to_acc<A>(bp[i]);
+      }
+    }
+    T* o = out->template data<T>();
+    const A* bias_p = bias.empty() ? nullptr : bias.data();
+    if constexpr (std::is_same_v<T, float>) {
+      if (conv2d_winograd_f32(g, in, ker, bias_p, act, o)) return out;
+    }
+    conv2d_gemm<T>(g, in, ker, bias_p, act, o);
+    return out;
+  });
+}
+
+}  // namespace
+
+void conv_epilogue_f32(float* x, size_t n, float bias, bool has_bias, std::optional<UnaryOp> act) {
+  epilogue(x, n, bias, has_bias, act);
+}
+void conv_epilogue_f64(double* x, size_t n, double bias, bool has_bias, std::optional<UnaryOp> act) {
+  epilogue(x, n, bias, has_bias, act);
+}
+
+}  // namespace cpu
+
+StoragePtr CpuStorage::conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                              const ParamsConv1D& p) const {
+  cpu::ConvGeom g{p.b_size, p.c_in, 1, p.l_in, p.c_out, 1, p.k_size, 0, p.padding, 1, p.stride, 1, p.dilation,
+                  p.groups, 1, p.l_out()};
+  return cpu::run_conv(*this, l, kernel, kernel_l, g, nullptr, "conv1d");
+}
+
+StoragePtr CpuStorage::conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                              const ParamsConv2D& p, const ConvEpilogue& epilogue) const {
+  cpu::ConvGeom g{p.b_size, p.c_in,    p.i_h,      p.i_w,      p.c_out,    p.k_h,    p.k_w,      p.padding,
+                  p.padding, p.stride, p.stride, p.dilation, p.dilation, p.groups, p.out_h(), p.out_w()};
+  return cpu::run_conv(*this, l, kernel, kernel_l, g, &epilogue, "conv2d");
+}
+
 }  // namespace candle

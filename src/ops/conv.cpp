@@ -1,9 +1,158 @@
-// PLACEHOLDER: replaced by the family implementation.
-#include "candle/candle.h"
+// conv1d, conv2d and conv2d_fused: argument checks and output shapes, then one backend call.
+// (conv_transpose1d/2d live in conv_transpose.cpp.)
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "candle/tensor.h"
+#include "candle/utils.h"
+#include "ops/op_util.h"
+
 namespace candle {
-Tensor Tensor::conv1d(const Tensor&, size_t, size_t, size_t, size_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::conv2d(const Tensor&, size_t, size_t, size_t, size_t) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-Tensor Tensor::conv2d_fused(const Tensor&, const std::optional<Tensor>&, size_t, size_t, size_t, size_t, std::optional<UnaryOp>) const { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-size_t conv_scratch_limit() { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
-void set_conv_scratch_limit(size_t) { throw Error(ErrorKind::UnsupportedOp, "not implemented yet"); }
+namespace {
+
+constexpr size_t kDefaultConvScratch = size_t{256} << 20;
+
+size_t default_conv_scratch() {
+  if (const char* env = std::getenv("CANDLE_CONV_SCRATCH_MB")) {
+    char* end = nullptr;
+    const unsigned long long mb = std::strtoull(env, &end, 10);
+    if (end != env && *end == '\0' && mb > 0) return static_cast<size_t>(mb) << 20;
+  }
+  return kDefaultConvScratch;
+}
+
+std::atomic<size_t>& conv_scratch_setting() {
+  static std::atomic<size_t> v{default_conv_scratch()};
+  return v;
+}
+
+[[noreturn]] void conv_error(ErrorKind kind, const char* op, const std::string& what, const Tensor& x,
+                             const Tensor& k) {
+  throw Error(kind, std::string(op) + ": " + what + ", input: " + x.shape().to_string() +
+                        ", kernel: " + k.shape().to_string());
+}
+
+// Shared checks; `spatial` is 1 or 2. Returns nothing: throws a candle::Error on bad input.
+void check_conv(const Tensor& x, const Tensor& k, size_t spatial, size_t padding, size_t stride, size_t dilation,
+                size_t groups, const char* op) {
+  const size_t rank = spatial + 2;
+  if (x.rank() != rank) {
+    conv_error(ErrorKind::ShapeMismatch, op, "input must have rank " + std::to_string(rank), x, k);
+  }
+  if (k.rank() != rank) {
+    conv_error(ErrorKind::ShapeMismatch, op, "kernel must have rank " + std::to_string(rank), x, k);
+  }
+  ops::check_same_device(x, k, op);
+  ops::check_same_dtype(x, k, op);
+  ops::check_float(x, op);
+  if (stride == 0) conv_error(ErrorKind::InvalidArgument, op, "stride must be positive", x, k);
+  if (dilation == 0) conv_error(ErrorKind::InvalidArgument, op, "dilation must be positive", x, k);
+  if (groups == 0) conv_error(ErrorKind::InvalidArgument, op, "groups must be positive", x, k);
+  const size_t c_in = x.dim(1), c_out = k.dim(0), c_in_k = k.dim(1);
+  if (c_in % groups != 0) {
+    conv_error(ErrorKind::ShapeMismatch, op,
+               "groups " + std::to_string(groups) + " do not divide the input channels " + std::to_string(c_in), x,
+               k);
+  }
+  if (c_out % groups != 0) {
+    conv_error(ErrorKind::ShapeMismatch, op,
+               "groups " + std::to_string(groups) + " do not divide the output channels " + std::to_string(c_out),
+               x, k);
+  }
+  if (c_in_k * groups != c_in) {
+    conv_error(ErrorKind::ShapeMismatch, op,
+               "in_channel mismatch between input (" + std::to_string(c_in) + ", groups " + std::to_string(groups) +
+                   ") and kernel (" + std::to_string(c_in_k) + ")",
+               x, k);
+  }
+  for (size_t d = 0; d < spatial; ++d) {
+    const size_t in = x.dim(2 + d), ks = k.dim(2 + d);
+    if (ks == 0) conv_error(ErrorKind::ShapeMismatch, op, "kernel has a zero-sized spatial dim", x, k);
+    const size_t span = dilation * (ks - 1) + 1;
+    if (in + 2 * padding < span) {
+      conv_error(ErrorKind::ShapeMismatch, op,
+                 "kernel (dilated size " + std::to_string(span) + ") larger than the padded input (" +
+                     std::to_string(in + 2 * padding) + ")",
+                 x, k);
+    }
+  }
+}
+
+ParamsConv2D conv2d_params(const Tensor& x, const Tensor& k, size_t padding, size_t stride, size_t dilation,
+                           size_t groups) {
+  ParamsConv2D p{};
+  p.b_size = x.dim(0);
+  p.c_in = x.dim(1);
+  p.i_h = x.dim(2);
+  p.i_w = x.dim(3);
+  p.c_out = k.dim(0);
+  p.k_h = k.dim(2);
+  p.k_w = k.dim(3);
+  p.padding = padding;
+  p.output_padding = 0;
+  p.stride = stride;
+  p.dilation = dilation;
+  p.groups = groups;
+  return p;
+}
+
+}  // namespace
+
+size_t conv_scratch_limit() { return conv_scratch_setting().load(std::memory_order_relaxed); }
+
+// 0 restores the default (CANDLE_CONV_SCRATCH_MB, else 256 MiB).
+void set_conv_scratch_limit(size_t bytes) {
+  conv_scratch_setting().store(bytes == 0 ? default_conv_scratch() : bytes, std::memory_order_relaxed);
+}
+
+Tensor Tensor::conv1d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation, size_t groups) const {
+  check_conv(*this, kernel, 1, padding, stride, dilation, groups, "conv1d");
+  ParamsConv1D p{};
+  p.b_size = dim(0);
+  p.c_in = dim(1);
+  p.l_in = dim(2);
+  p.c_out = kernel.dim(0);
+  p.k_size = kernel.dim(2);
+  p.padding = padding;
+  p.output_padding = 0;
+  p.stride = stride;
+  p.dilation = dilation;
+  p.groups = groups;
+  const Shape out{p.b_size, p.c_out, p.l_out()};
+  return ops::make_result(storage()->conv1d(layout(), *kernel.storage(), kernel.layout(), p), out, dtype(),
+                          device());
+}
+
+Tensor Tensor::conv2d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation, size_t groups) const {
+  return conv2d_fused(kernel, std::nullopt, padding, stride, dilation, groups, std::nullopt);
+}
+
+// The bias and activation are applied to the f32/f64 accumulator before the one rounding to
+// the output dtype (for f16/bf16 this is slightly more accurate than the unfused chain).
+Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& bias, size_t padding,
+                            size_t stride, size_t dilation, size_t groups,
+                            std::optional<UnaryOp> activation) const {
+  const char* op = bias || activation ? "conv2d_fused" : "conv2d";
+  check_conv(*this, kernel, 2, padding, stride, dilation, groups, op);
+  ConvEpilogue ep;
+  ep.activation = activation;
+  if (bias) {
+    ops::check_same_device(*this, *bias, op);
+    ops::check_same_dtype(*this, *bias, op);
+    if (bias->rank() != 1 || bias->dim(0) != kernel.dim(0)) {
+      throw Error(ErrorKind::ShapeMismatch, std::string(op) + ": bias must have shape [" +
+                                                std::to_string(kernel.dim(0)) + "], got " +
+                                                bias->shape().to_string());
+    }
+    ep.bias = bias->storage().get();
+    ep.bias_layout = bias->layout();
+  }
+  const ParamsConv2D p = conv2d_params(*this, kernel, padding, stride, dilation, groups);
+  const Shape out{p.b_size, p.c_out, p.out_h(), p.out_w()};
+  return ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out, dtype(),
+                          device());
+}
+
 }  // namespace candle
