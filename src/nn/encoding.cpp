@@ -8,7 +8,8 @@ namespace candle::nn::encoding {
 Tensor one_hot(const Tensor& indices, size_t depth, const Scalar& on_value, const Scalar& off_value) {
   if (dtype_is_float(indices.dtype()))
     throw Error(ErrorKind::UnsupportedOp, std::string("one_hot: unsupported index dtype ") +
-                                              std::string(dtype_name(indices.dtype())) + ", expected an integer dtype");
+                                              std::string(dtype_name(indices.dtype())) +
+                                              ", expected an integer dtype");
   std::vector<int64_t> ids = indices.flatten_all().to_dtype(DType::I64).to_vec1<int64_t>();
   if (indices.dtype() == DType::U32 || indices.dtype() == DType::U8) {
     // unsigned indices have no -1: everything is a real index

@@ -206,7 +206,8 @@ Tensor layer_norm_cpu(const Tensor& xs, const Tensor& alpha, const Tensor& beta,
   Tensor x = xs.contiguous();
   Tensor a = alpha.to_dtype(x.dtype()).contiguous();
   Tensor b = beta.to_dtype(x.dtype()).contiguous();
-  return dispatch_float(x.dtype(), "layer_norm", [&]<typename T>() { return norm_impl<T>(x, a, &b, eps, true); });
+  return dispatch_float(x.dtype(), "layer_norm",
+                        [&]<typename T>() { return norm_impl<T>(x, a, &b, eps, true); });
 }
 
 Tensor rope_cpu(const Tensor& xs, const Tensor& cos, const Tensor& sin, RopeKind kind) {

@@ -1,8 +1,9 @@
 // Linear, Embedding and the convolution layers.
+#include "candle/nn/layers.h"
+
 #include <cmath>
 #include <string>
 
-#include "candle/nn/layers.h"
 #include "ops/op_util.h"
 
 namespace candle::nn {
@@ -31,7 +32,9 @@ Linear linear_b(size_t in_dim, size_t out_dim, bool bias, const VarBuilder& vb) 
   Tensor b = vb.get_with_hints({out_dim}, "bias", Init::Uniform{-bound, bound});
   return Linear(w, b);
 }
-Linear linear(size_t in_dim, size_t out_dim, const VarBuilder& vb) { return linear_b(in_dim, out_dim, true, vb); }
+Linear linear(size_t in_dim, size_t out_dim, const VarBuilder& vb) {
+  return linear_b(in_dim, out_dim, true, vb);
+}
 Linear linear_no_bias(size_t in_dim, size_t out_dim, const VarBuilder& vb) {
   return linear_b(in_dim, out_dim, false, vb);
 }

@@ -12,8 +12,9 @@ DType internal_dtype(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F
 
 void check_vec_len(const Tensor& t, size_t n, const std::string& what, const char* op) {
   if (t.rank() != 1 || t.dim(0) != n)
-    throw Error(ErrorKind::ShapeMismatch, std::string(op) + ": " + what + " has shape " + t.shape().to_string() +
-                                              ", expected [" + std::to_string(n) + "]");
+    throw Error(ErrorKind::ShapeMismatch, std::string(op) + ": " + what + " has shape " +
+                                              t.shape().to_string() + ", expected [" + std::to_string(n) +
+                                              "]");
 }
 
 }  // namespace
@@ -23,16 +24,21 @@ void check_vec_len(const Tensor& t, size_t n, const std::string& what, const cha
 LayerNorm::LayerNorm(Tensor weight, Tensor bias, double eps)
     : weight_(std::move(weight)), bias_(std::move(bias)), eps_(eps), remove_mean_(true) {}
 
-LayerNorm LayerNorm::new_no_bias(Tensor weight, double eps) { return LayerNorm(std::move(weight), std::nullopt, eps, true); }
+LayerNorm LayerNorm::new_no_bias(Tensor weight, double eps) {
+  return LayerNorm(std::move(weight), std::nullopt, eps, true);
+}
 
-LayerNorm LayerNorm::rms_norm(Tensor weight, double eps) { return LayerNorm(std::move(weight), std::nullopt, eps, false); }
+LayerNorm LayerNorm::rms_norm(Tensor weight, double eps) {
+  return LayerNorm(std::move(weight), std::nullopt, eps, false);
+}
 
 Tensor LayerNorm::forward(const Tensor& xs) const {
   float eps = static_cast<float>(eps_);
   if (remove_mean_ && bias_) return ops::layer_norm(xs, weight_, *bias_, eps);
   if (!remove_mean_ && !bias_) return ops::rms_norm(xs, weight_, eps);
   candle::ops::check_float(xs, "layer_norm");
-  if (xs.rank() == 0) throw Error(ErrorKind::ShapeMismatch, "layer_norm expects at least one dim, got a scalar");
+  if (xs.rank() == 0)
+    throw Error(ErrorKind::ShapeMismatch, "layer_norm expects at least one dim, got a scalar");
   DType dt = xs.dtype();
   double hidden = static_cast<double>(xs.dims().back());
   Tensor x = xs.to_dtype(internal_dtype(dt));
@@ -70,10 +76,15 @@ RmsNorm rms_norm(size_t size, double eps, const VarBuilder& vb) {
 // ---- GroupNorm ----------------------------------------------------------------------------
 
 GroupNorm::GroupNorm(Tensor weight, Tensor bias, size_t num_channels, size_t num_groups, double eps)
-    : weight_(std::move(weight)), bias_(std::move(bias)), num_channels_(num_channels), num_groups_(num_groups), eps_(eps) {
+    : weight_(std::move(weight)),
+      bias_(std::move(bias)),
+      num_channels_(num_channels),
+      num_groups_(num_groups),
+      eps_(eps) {
   if (num_groups == 0 || num_channels % num_groups != 0)
     throw Error(ErrorKind::InvalidArgument, "GroupNorm: num_groups (" + std::to_string(num_groups) +
-                                                ") must divide num_channels (" + std::to_string(num_channels) + ")");
+                                                ") must divide num_channels (" +
+                                                std::to_string(num_channels) + ")");
   check_vec_len(weight_, num_channels, "weight", "GroupNorm");
   check_vec_len(bias_, num_channels, "bias", "GroupNorm");
 }
@@ -111,7 +122,8 @@ BatchNorm::BatchNorm(size_t num_features, const Tensor& running_mean, const Tens
       running_var_(Var::from_tensor(running_var)),
       weight_and_bias_(std::move(weight_and_bias)),
       eps_(eps) {
-  if (!(eps >= 0.0)) throw Error(ErrorKind::InvalidArgument, "batch-norm eps cannot be negative " + std::to_string(eps));
+  if (!(eps >= 0.0))
+    throw Error(ErrorKind::InvalidArgument, "batch-norm eps cannot be negative " + std::to_string(eps));
   check_vec_len(running_mean, num_features, "running mean", "batch-norm");
   check_vec_len(running_var, num_features, "running var", "batch-norm");
   if (weight_and_bias_) {
@@ -120,9 +132,10 @@ BatchNorm::BatchNorm(size_t num_features, const Tensor& running_mean, const Tens
   }
 }
 
-BatchNorm::BatchNorm(size_t num_features, const Tensor& running_mean, const Tensor& running_var, Tensor weight,
-                     Tensor bias, double eps)
-    : BatchNorm(num_features, running_mean, running_var, std::make_pair(std::move(weight), std::move(bias)), eps) {}
+BatchNorm::BatchNorm(size_t num_features, const Tensor& running_mean, const Tensor& running_var,
+                     Tensor weight, Tensor bias, double eps)
+    : BatchNorm(num_features, running_mean, running_var, std::make_pair(std::move(weight), std::move(bias)),
+                eps) {}
 
 BatchNorm BatchNorm::new_no_bias(size_t num_features, const Tensor& running_mean, const Tensor& running_var,
                                  double eps) {
@@ -150,7 +163,8 @@ Tensor BatchNorm::normalize(const Tensor& xs, const Tensor& mean, const Tensor& 
   Tensor v = var.to_dtype(x.dtype()).reshape(target);
   Tensor y = x.broadcast_sub(m).broadcast_div((v + eps_).sqrt()).to_dtype(dt);
   if (!weight_and_bias_) return y;
-  return y.broadcast_mul(weight_and_bias_->first.reshape(target)).broadcast_add(weight_and_bias_->second.reshape(target));
+  return y.broadcast_mul(weight_and_bias_->first.reshape(target))
+      .broadcast_add(weight_and_bias_->second.reshape(target));
 }
 
 Tensor BatchNorm::forward_eval(const Tensor& xs) const {
@@ -184,12 +198,14 @@ Tensor BatchNorm::forward_train(const Tensor& xs) const {
 
 BatchNorm batch_norm(size_t num_features, BatchNormConfig config, const VarBuilder& vb) {
   if (!(config.eps >= 0.0))
-    throw Error(ErrorKind::InvalidArgument, "batch-norm eps cannot be negative " + std::to_string(config.eps));
+    throw Error(ErrorKind::InvalidArgument,
+                "batch-norm eps cannot be negative " + std::to_string(config.eps));
   Tensor rm = vb.get_with_hints({num_features}, "running_mean", init::ZERO);
   Tensor rv = vb.get_with_hints({num_features}, "running_var", init::ONE);
-  BatchNorm bn = config.affine ? BatchNorm(num_features, rm, rv, vb.get_with_hints({num_features}, "weight", init::ONE),
-                                           vb.get_with_hints({num_features}, "bias", init::ZERO), config.eps)
-                               : BatchNorm::new_no_bias(num_features, rm, rv, config.eps);
+  BatchNorm bn = config.affine
+                     ? BatchNorm(num_features, rm, rv, vb.get_with_hints({num_features}, "weight", init::ONE),
+                                 vb.get_with_hints({num_features}, "bias", init::ZERO), config.eps)
+                     : BatchNorm::new_no_bias(num_features, rm, rv, config.eps);
   bn.with_momentum(config.momentum);
   return bn;
 }

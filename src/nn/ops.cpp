@@ -28,8 +28,8 @@ void check_norm_args(const Tensor& xs, const Tensor& alpha, const Tensor* beta, 
   size_t d = xs.dims().back();
   auto check_vec = [&](const Tensor& v, const char* what) {
     if (v.rank() != 1 || v.dim(0) != d)
-      throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op + ", x: " +
-                                                xs.shape().to_string() + ", " + what + ": " +
+      throw Error(ErrorKind::ShapeMismatch, std::string("shape mismatch in ") + op +
+                                                ", x: " + xs.shape().to_string() + ", " + what + ": " +
                                                 v.shape().to_string());
   };
   check_vec(alpha, "alpha");
@@ -132,9 +132,9 @@ Tensor dropout(const Tensor& xs, float drop_p) {
 Tensor pixel_shuffle(const Tensor& xs, size_t r) {
   auto [b, c, h, w] = xs.shape().dims4("pixel_shuffle");
   if (r == 0 || c % (r * r) != 0)
-    throw Error(ErrorKind::ShapeMismatch, "pixel_shuffle: channels of " + xs.shape().to_string() +
-                                              " are not divisible by upscale_factor^2 = " +
-                                              std::to_string(r * r));
+    throw Error(ErrorKind::ShapeMismatch,
+                "pixel_shuffle: channels of " + xs.shape().to_string() +
+                    " are not divisible by upscale_factor^2 = " + std::to_string(r * r));
   size_t oc = c / (r * r);
   return xs.reshape({b, oc, r, r, h, w}).permute({0, 1, 4, 2, 5, 3}).reshape({b, oc, h * r, w * r});
 }

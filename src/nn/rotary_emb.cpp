@@ -18,9 +18,9 @@ void check_rope(const Tensor& xs, const Tensor& cos, const Tensor& sin, size_t t
   (void)d1;
   (void)d2;
   auto bad = [&] {
-    return Error(ErrorKind::ShapeMismatch, std::string("inconsistent shapes in ") + op + ", x: " +
-                                               xs.shape().to_string() + ", cos: " + cos.shape().to_string() +
-                                               ", sin: " + sin.shape().to_string());
+    return Error(ErrorKind::ShapeMismatch,
+                 std::string("inconsistent shapes in ") + op + ", x: " + xs.shape().to_string() +
+                     ", cos: " + cos.shape().to_string() + ", sin: " + sin.shape().to_string());
   };
   if (cos.shape() != sin.shape() || d % 2 != 0) throw bad();
   if (cos.rank() == 2) {

@@ -23,9 +23,8 @@ class SafetensorsBackend final : public VarBuilderBackend {
   }
   Tensor get_unchecked(const std::string& name, DType, const Device& device) const override {
     for (const auto& [path, f] : files_)
-      if (f.contains(name)) return with_context("loading tensor " + name + " from " + path, [&] {
-          return f.load(name, device);
-        });
+      if (f.contains(name))
+        return with_context("loading tensor " + name + " from " + path, [&] { return f.load(name, device); });
     throw missing(name, all_paths());
   }
   bool contains_tensor(const std::string& name) const override {
@@ -52,7 +51,8 @@ class TensorMapBackend final : public VarBuilderBackend {
  public:
   TensorMapBackend(std::unordered_map<std::string, Tensor> tensors, std::string source)
       : tensors_(std::move(tensors)), source_(std::move(source)) {}
-  Tensor get(const Shape&, const std::string& name, const Init&, DType dtype, const Device& device) const override {
+  Tensor get(const Shape&, const std::string& name, const Init&, DType dtype,
+             const Device& device) const override {
     return get_unchecked(name, dtype, device);
   }
   Tensor get_unchecked(const std::string& name, DType, const Device&) const override {
@@ -89,11 +89,13 @@ class VarMapBackend final : public VarBuilderBackend {
 
 class ZerosBackend final : public VarBuilderBackend {
  public:
-  Tensor get(const Shape& shape, const std::string&, const Init&, DType dtype, const Device& device) const override {
+  Tensor get(const Shape& shape, const std::string&, const Init&, DType dtype,
+             const Device& device) const override {
     return Tensor::zeros(shape, dtype, device);
   }
   Tensor get_unchecked(const std::string& name, DType, const Device&) const override {
-    throw Error(ErrorKind::InvalidArgument, "get_unchecked of " + name + " needs a shape on a zeros VarBuilder");
+    throw Error(ErrorKind::InvalidArgument,
+                "get_unchecked of " + name + " needs a shape on a zeros VarBuilder");
   }
   bool contains_tensor(const std::string&) const override { return true; }
   std::string source_of(const std::string&) const override { return "a zeros VarBuilder"; }
@@ -150,7 +152,9 @@ std::string VarBuilder::prefix() const {
 }
 
 VarBuilder VarBuilder::set_dtype(DType dtype) const { return VarBuilder(backend_, path_, dtype, device_); }
-VarBuilder VarBuilder::set_device(const Device& device) const { return VarBuilder(backend_, path_, dtype_, device); }
+VarBuilder VarBuilder::set_device(const Device& device) const {
+  return VarBuilder(backend_, path_, dtype_, device);
+}
 
 std::string VarBuilder::path(const std::string& name) const {
   std::string p = prefix();
@@ -171,7 +175,8 @@ Tensor VarBuilder::get_with_hints_dtype(const Shape& shape, const std::string& n
   Tensor t = backend_->get(shape, p, hints, dtype, device_);
   if (t.shape() != shape)
     throw Error(ErrorKind::ShapeMismatch, "shape mismatch for " + p + " in " + backend_->source_of(p) +
-                                              ", expected: " + shape.to_string() + ", got: " + t.shape().to_string());
+                                              ", expected: " + shape.to_string() +
+                                              ", got: " + t.shape().to_string());
   return convert(t, dtype, device_);
 }
 
@@ -181,6 +186,8 @@ Tensor VarBuilder::get_unchecked_dtype(const std::string& name, DType dtype) con
   return convert(backend_->get_unchecked(path(name), dtype, device_), dtype, device_);
 }
 
-bool VarBuilder::contains_tensor(const std::string& name) const { return backend_->contains_tensor(path(name)); }
+bool VarBuilder::contains_tensor(const std::string& name) const {
+  return backend_->contains_tensor(path(name));
+}
 
 }  // namespace candle::nn

@@ -42,17 +42,18 @@ void VarMap::load(const std::string& path) const {
                                                 ", expected: " + v.shape().to_string() +
                                                 ", got: " + got.to_string());
   }
-  for (const auto& [name, v] : state_->vars)
-    v.set(file.load(name, v.device()).to_dtype(v.dtype()));
+  for (const auto& [name, v] : state_->vars) v.set(file.load(name, v.device()).to_dtype(v.dtype()));
 }
 
 void VarMap::set_one(const std::string& name, const Tensor& value) const {
   std::lock_guard lock(state_->mu);
   auto it = state_->vars.find(name);
-  if (it == state_->vars.end()) throw Error(ErrorKind::InvalidArgument, "VarMap::set_one: no variable " + name);
+  if (it == state_->vars.end())
+    throw Error(ErrorKind::InvalidArgument, "VarMap::set_one: no variable " + name);
   if (it->second.shape() != value.shape())
-    throw Error(ErrorKind::ShapeMismatch, "VarMap::set_one: shape mismatch for " + name + ", expected: " +
-                                              it->second.shape().to_string() + ", got: " + value.shape().to_string());
+    throw Error(ErrorKind::ShapeMismatch, "VarMap::set_one: shape mismatch for " + name +
+                                              ", expected: " + it->second.shape().to_string() +
+                                              ", got: " + value.shape().to_string());
   it->second.set(value.to_dtype(it->second.dtype()).to_device(it->second.device()));
 }
 
@@ -62,8 +63,9 @@ Tensor VarMap::get(const Shape& shape, const std::string& path, const Init& init
   auto it = state_->vars.find(path);
   if (it != state_->vars.end()) {
     if (it->second.shape() != shape)
-      throw Error(ErrorKind::ShapeMismatch, "shape mismatch for " + path + " in a VarMap, expected: " +
-                                                shape.to_string() + ", got: " + it->second.shape().to_string());
+      throw Error(ErrorKind::ShapeMismatch, "shape mismatch for " + path +
+                                                " in a VarMap, expected: " + shape.to_string() +
+                                                ", got: " + it->second.shape().to_string());
     return it->second.as_tensor();
   }
   Var v = init.var(shape, dtype, device);

@@ -9,8 +9,8 @@ TEST(NnOneHot, I64OneHot) {
   Tensor t = one_hot(ids, 4, 1.0f, 0.0f);
   EXPECT_EQ(t.dims(), (std::vector<size_t>{2, 2, 4}));
   EXPECT_EQ(t.dtype(), DType::F32);
-  EXPECT_EQ(t.to_vec3<float>(), (std::vector<std::vector<std::vector<float>>>{
-                                    {{1, 0, 0, 0}, {0, 0, 1, 0}}, {{0, 1, 0, 0}, {0, 0, 0, 0}}}));
+  EXPECT_EQ(t.to_vec3<float>(), (std::vector<std::vector<std::vector<float>>>{{{1, 0, 0, 0}, {0, 0, 1, 0}},
+                                                                              {{0, 1, 0, 0}, {0, 0, 0, 0}}}));
 }
 
 TEST(NnOneHot, Rank3OneHot) {

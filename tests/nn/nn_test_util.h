@@ -12,7 +12,9 @@
 
 namespace candle::nn_test {
 
-inline std::vector<float> f32_values(const Tensor& t) { return t.to_dtype(DType::F32).flatten_to_vec<float>(); }
+inline std::vector<float> f32_values(const Tensor& t) {
+  return t.to_dtype(DType::F32).flatten_to_vec<float>();
+}
 
 // The 2x2x3 tensor of candle-nn's ops tests.
 inline Tensor ops_data(const Device& dev = Device::cpu()) {

@@ -13,20 +13,24 @@ constexpr float kRound4 = 1e-4f;
 
 TEST(NnOps, SoftmaxEachDim) {
   Tensor t = ops_data().log();
-  expect_near_vec(f32_values(nn::ops::softmax(t, 0)),
-                  {0.6f, 0.5f, 0.3636f, 0.1111f, 0.7143f, 0.5294f, 0.4f, 0.5f, 0.6364f, 0.8889f, 0.2857f, 0.4706f},
-                  kRound4);
-  expect_near_vec(f32_values(nn::ops::softmax(t, 1)),
-                  {0.75f, 0.1667f, 0.3077f, 0.25f, 0.8333f, 0.6923f, 0.2f, 0.3333f, 0.4667f, 0.8f, 0.6667f, 0.5333f},
-                  kRound4);
+  expect_near_vec(
+      f32_values(nn::ops::softmax(t, 0)),
+      {0.6f, 0.5f, 0.3636f, 0.1111f, 0.7143f, 0.5294f, 0.4f, 0.5f, 0.6364f, 0.8889f, 0.2857f, 0.4706f},
+      kRound4);
+  expect_near_vec(
+      f32_values(nn::ops::softmax(t, 1)),
+      {0.75f, 0.1667f, 0.3077f, 0.25f, 0.8333f, 0.6923f, 0.2f, 0.3333f, 0.4667f, 0.8f, 0.6667f, 0.5333f},
+      kRound4);
   expect_near_vec(f32_values(nn::ops::softmax(t, 2)),
-                  {0.375f, 0.125f, 0.5f, 0.0667f, 0.3333f, 0.6f, 0.2f, 0.1f, 0.7f, 0.4444f, 0.1111f, 0.4444f}, kRound4);
+                  {0.375f, 0.125f, 0.5f, 0.0667f, 0.3333f, 0.6f, 0.2f, 0.1f, 0.7f, 0.4444f, 0.1111f, 0.4444f},
+                  kRound4);
 }
 
 TEST(NnOps, SoftmaxLastDim) {
   Tensor t = ops_data().log();
   expect_near_vec(f32_values(nn::ops::softmax_last_dim(t)),
-                  {0.375f, 0.125f, 0.5f, 0.0667f, 0.3333f, 0.6f, 0.2f, 0.1f, 0.7f, 0.4444f, 0.1111f, 0.4444f}, kRound4);
+                  {0.375f, 0.125f, 0.5f, 0.0667f, 0.3333f, 0.6f, 0.2f, 0.1f, 0.7f, 0.4444f, 0.1111f, 0.4444f},
+                  kRound4);
 }
 
 TEST(NnOps, SoftmaxNumericalStability) {
@@ -39,9 +43,9 @@ TEST(NnOps, LogSoftmax) {
   // log_softmax(log x) = log(x / sum x)
   Tensor t = ops_data().log();
   expect_near_vec(f32_values(nn::ops::log_softmax(t, 2)),
-                  {std::log(3.f / 8), std::log(1.f / 8), std::log(4.f / 8), std::log(1.f / 15), std::log(5.f / 15),
-                   std::log(9.f / 15), std::log(2.f / 10), std::log(1.f / 10), std::log(7.f / 10),
-                   std::log(8.f / 18), std::log(2.f / 18), std::log(8.f / 18)},
+                  {std::log(3.f / 8), std::log(1.f / 8), std::log(4.f / 8), std::log(1.f / 15),
+                   std::log(5.f / 15), std::log(9.f / 15), std::log(2.f / 10), std::log(1.f / 10),
+                   std::log(7.f / 10), std::log(8.f / 18), std::log(2.f / 18), std::log(8.f / 18)},
                   1e-6f);
   expect_near_vec(f32_values(nn::ops::log_softmax(t, 0)),
                   {std::log(0.6f), std::log(0.5f), std::log(4.f / 11), std::log(1.f / 9), std::log(5.f / 7),
@@ -53,8 +57,8 @@ TEST(NnOps, LogSoftmax) {
 TEST(NnOps, RmsNorm) {
   Tensor t = ops_data();
   Tensor alpha = Tensor::new_<float>({1.f, 2.f, 3.f}, Device::cpu());
-  std::vector<float> want = {1.019f, 0.6794f, 4.0762f, 0.1674f, 1.6744f, 4.521f,
-                             0.4714f, 0.4714f, 4.9497f, 1.206f, 0.603f, 3.6181f};
+  std::vector<float> want = {1.019f,  0.6794f, 4.0762f, 0.1674f, 1.6744f, 4.521f,
+                             0.4714f, 0.4714f, 4.9497f, 1.206f,  0.603f,  3.6181f};
   Tensor fused = nn::ops::rms_norm(t, alpha, 1e-5f);
   Tensor slow = nn::ops::rms_norm_slow(t, alpha, 1e-5f);
   expect_near_vec(f32_values(fused), want, kRound4);
@@ -86,8 +90,8 @@ TEST(NnOps, LayerNorm) {
   Tensor t = ops_data();
   Tensor alpha = Tensor::new_<float>({1.f, 2.f, 3.f}, Device::cpu());
   Tensor beta = Tensor::new_<float>({0.5f, 0.f, -0.2f}, Device::cpu());
-  std::vector<float> want = {0.7673f, -2.6726f, 3.0071f, -0.7247f, 0.0f, 3.4742f,
-                             -0.008f, -1.778f, 3.991f, 1.2071f, -2.8284f, 1.9213f};
+  std::vector<float> want = {0.7673f, -2.6726f, 3.0071f, -0.7247f, 0.0f,     3.4742f,
+                             -0.008f, -1.778f,  3.991f,  1.2071f,  -2.8284f, 1.9213f};
   Tensor fused = nn::ops::layer_norm(t, alpha, beta, 1e-5f);
   Tensor slow = nn::ops::layer_norm_slow(t, alpha, beta, 1e-5f);
   expect_near_vec(f32_values(fused), want, kRound4);
@@ -99,7 +103,8 @@ TEST(NnOps, LayerNormLargeMatchesSlow) {
   Tensor t = rand_f32({24, 70, 64}, 299792458);
   Tensor alpha = Tensor::ones({64}, DType::F32, Device::cpu());
   Tensor beta = Tensor::zeros({64}, DType::F32, Device::cpu());
-  Tensor diff = (nn::ops::layer_norm(t, alpha, beta, 1e-5f) - nn::ops::layer_norm_slow(t, alpha, beta, 1e-5f)).abs();
+  Tensor diff =
+      (nn::ops::layer_norm(t, alpha, beta, 1e-5f) - nn::ops::layer_norm_slow(t, alpha, beta, 1e-5f)).abs();
   EXPECT_LT(diff.flatten_all().max(0).to_scalar<float>(), 1e-5f);
 }
 
@@ -125,8 +130,8 @@ TEST(NnOps, FusedKernelsHalfAndDoubleMatchComposed) {
     float tol = dt == DType::F64 ? 1e-6f : (dt == DType::BF16 ? 3e-2f : 4e-3f);
     EXPECT_EQ(nn::ops::softmax_last_dim(x).dtype(), dt);
     expect_near_vec(f32_values(nn::ops::softmax_last_dim(x)), f32_values(nn::ops::softmax(x, -1)), tol);
-    expect_near_vec(f32_values(nn::ops::rms_norm(x, alpha, 1e-5f)), f32_values(nn::ops::rms_norm_slow(x, alpha, 1e-5f)),
-                    tol);
+    expect_near_vec(f32_values(nn::ops::rms_norm(x, alpha, 1e-5f)),
+                    f32_values(nn::ops::rms_norm_slow(x, alpha, 1e-5f)), tol);
     expect_near_vec(f32_values(nn::ops::layer_norm(x, alpha, beta, 1e-5f)),
                     f32_values(nn::ops::layer_norm_slow(x, alpha, beta, 1e-5f)), tol);
   }
@@ -159,7 +164,8 @@ TEST(NnOps, FusedKernelsRejectIntegersAndBadAlpha) {
     EXPECT_EQ(e.kind(), ErrorKind::UnsupportedOp);
   }
   EXPECT_THROW(nn::ops::rms_norm(xi, alpha, 1e-5f), Error);
-  std::string msg = error_text([&] { nn::ops::rms_norm(ops_data(), Tensor::ones({4}, DType::F32, Device::cpu()), 1e-5f); });
+  std::string msg =
+      error_text([&] { nn::ops::rms_norm(ops_data(), Tensor::ones({4}, DType::F32, Device::cpu()), 1e-5f); });
   EXPECT_NE(msg.find("rms_norm"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[2, 2, 3]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[4]"), std::string::npos) << msg;
@@ -174,10 +180,12 @@ TEST(NnOps, FusedKernelsIdenticalBytesForAnyThreadCount) {
   std::vector<std::vector<float>> ref;
   for (size_t n : {1, 2, 3}) {
     set_num_threads(n);
-    std::vector<std::vector<float>> got = {
-        f32_values(nn::ops::softmax_last_dim(x)),          f32_values(nn::ops::rms_norm(x, alpha, 1e-5f)),
-        f32_values(nn::ops::layer_norm(x, alpha, beta, 1e-5f)), f32_values(nn::rotary_emb::rope(x4, cs, sn)),
-        f32_values(nn::rotary_emb::rope_i(x4, cs, sn)),    f32_values(nn::rotary_emb::rope_thd(x4, cs, sn))};
+    std::vector<std::vector<float>> got = {f32_values(nn::ops::softmax_last_dim(x)),
+                                           f32_values(nn::ops::rms_norm(x, alpha, 1e-5f)),
+                                           f32_values(nn::ops::layer_norm(x, alpha, beta, 1e-5f)),
+                                           f32_values(nn::rotary_emb::rope(x4, cs, sn)),
+                                           f32_values(nn::rotary_emb::rope_i(x4, cs, sn)),
+                                           f32_values(nn::rotary_emb::rope_thd(x4, cs, sn))};
     if (ref.empty()) {
       ref = got;
     } else {
@@ -215,7 +223,8 @@ float abs_sum(const Tensor& a, const Tensor& b) { return (a - b).abs().sum_all()
 
 TEST(NnRope, RopeEqualsSlow) {
   auto in = rope_inputs();
-  EXPECT_EQ(abs_sum(nn::rotary_emb::rope(in.src, in.cos, in.sin), nn::rotary_emb::rope_slow(in.src, in.cos, in.sin)),
+  EXPECT_EQ(abs_sum(nn::rotary_emb::rope(in.src, in.cos, in.sin),
+                    nn::rotary_emb::rope_slow(in.src, in.cos, in.sin)),
             0.f);
 }
 
@@ -223,22 +232,24 @@ TEST(NnRope, RopeBatchedCosSin) {
   auto in = rope_inputs();
   Tensor r1 = nn::rotary_emb::rope(in.src.narrow(0, 0, 1), in.cos, in.sin);
   Tensor r2 = nn::rotary_emb::rope(in.src.narrow(0, 1, 1), in.cos2, in.sin2);
-  Tensor both = nn::rotary_emb::rope(in.src, Tensor::stack({in.cos, in.cos2}, 0), Tensor::stack({in.sin, in.sin2}, 0));
+  Tensor both =
+      nn::rotary_emb::rope(in.src, Tensor::stack({in.cos, in.cos2}, 0), Tensor::stack({in.sin, in.sin2}, 0));
   EXPECT_EQ(abs_sum(both, Tensor::cat({r1, r2}, 0)), 0.f);
 }
 
 TEST(NnRope, RopeIEqualsSlow) {
   auto in = rope_inputs();
-  EXPECT_EQ(
-      abs_sum(nn::rotary_emb::rope_i(in.src, in.cos, in.sin), nn::rotary_emb::rope_i_slow(in.src, in.cos, in.sin)), 0.f);
+  EXPECT_EQ(abs_sum(nn::rotary_emb::rope_i(in.src, in.cos, in.sin),
+                    nn::rotary_emb::rope_i_slow(in.src, in.cos, in.sin)),
+            0.f);
 }
 
 TEST(NnRope, RopeIBatchedCosSin) {
   auto in = rope_inputs();
   Tensor r1 = nn::rotary_emb::rope_i(in.src.narrow(0, 0, 1), in.cos, in.sin);
   Tensor r2 = nn::rotary_emb::rope_i(in.src.narrow(0, 1, 1), in.cos2, in.sin2);
-  Tensor both =
-      nn::rotary_emb::rope_i(in.src, Tensor::stack({in.cos, in.cos2}, 0), Tensor::stack({in.sin, in.sin2}, 0));
+  Tensor both = nn::rotary_emb::rope_i(in.src, Tensor::stack({in.cos, in.cos2}, 0),
+                                       Tensor::stack({in.sin, in.sin2}, 0));
   EXPECT_EQ(abs_sum(both, Tensor::cat({r1, r2}, 0)), 0.f);
 }
 
@@ -250,7 +261,8 @@ TEST(NnRope, RopeThdEqualsSlow) {
   // batched cos/sin
   Tensor a = nn::rotary_emb::rope_thd(thd.narrow(0, 0, 1), in.cos, in.sin);
   Tensor b = nn::rotary_emb::rope_thd(thd.narrow(0, 1, 1), in.cos2, in.sin2);
-  Tensor both = nn::rotary_emb::rope_thd(thd, Tensor::stack({in.cos, in.cos2}, 0), Tensor::stack({in.sin, in.sin2}, 0));
+  Tensor both =
+      nn::rotary_emb::rope_thd(thd, Tensor::stack({in.cos, in.cos2}, 0), Tensor::stack({in.sin, in.sin2}, 0));
   EXPECT_EQ(abs_sum(both, Tensor::cat({a, b}, 0)), 0.f);
 }
 
@@ -260,22 +272,26 @@ TEST(NnRope, HandValues) {
   Tensor c = Tensor::new_<float>({{0.5f, 0.f}}, Device::cpu());
   Tensor s = Tensor::new_<float>({{2.f, 1.f}}, Device::cpu());
   // y0 = x0 c - x1 s, y1 = x0 s + x1 c
-  EXPECT_EQ(nn::rotary_emb::rope(x, c, s).flatten_all().to_vec1<float>(),
-            (std::vector<float>{1 * 0.5f - 3 * 2.f, 2 * 0.f - 4 * 1.f, 1 * 2.f + 3 * 0.5f, 2 * 1.f + 4 * 0.f}));
-  EXPECT_EQ(nn::rotary_emb::rope_i(x, c, s).flatten_all().to_vec1<float>(),
-            (std::vector<float>{1 * 0.5f - 2 * 2.f, 1 * 2.f + 2 * 0.5f, 3 * 0.f - 4 * 1.f, 3 * 1.f + 4 * 0.f}));
+  EXPECT_EQ(
+      nn::rotary_emb::rope(x, c, s).flatten_all().to_vec1<float>(),
+      (std::vector<float>{1 * 0.5f - 3 * 2.f, 2 * 0.f - 4 * 1.f, 1 * 2.f + 3 * 0.5f, 2 * 1.f + 4 * 0.f}));
+  EXPECT_EQ(
+      nn::rotary_emb::rope_i(x, c, s).flatten_all().to_vec1<float>(),
+      (std::vector<float>{1 * 0.5f - 2 * 2.f, 1 * 2.f + 2 * 0.5f, 3 * 0.f - 4 * 1.f, 3 * 1.f + 4 * 0.f}));
 }
 
 TEST(NnRope, UsesFirstRowsOfLongerCosSin) {
   auto in = rope_inputs();
   Tensor long_cos = Tensor::cat({in.cos, in.cos2}, 0), long_sin = Tensor::cat({in.sin, in.sin2}, 0);
-  EXPECT_EQ(abs_sum(nn::rotary_emb::rope(in.src, long_cos, long_sin), nn::rotary_emb::rope(in.src, in.cos, in.sin)),
-            0.f);
+  EXPECT_EQ(
+      abs_sum(nn::rotary_emb::rope(in.src, long_cos, long_sin), nn::rotary_emb::rope(in.src, in.cos, in.sin)),
+      0.f);
 }
 
 TEST(NnRope, ShapeErrorsNameShapes) {
   auto in = rope_inputs();
-  std::string msg = error_text([&] { nn::rotary_emb::rope(in.src, in.cos.narrow(1, 0, 4), in.sin.narrow(1, 0, 4)); });
+  std::string msg =
+      error_text([&] { nn::rotary_emb::rope(in.src, in.cos.narrow(1, 0, 4), in.sin.narrow(1, 0, 4)); });
   EXPECT_NE(msg.find("[2, 5, 10, 16]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[10, 4]"), std::string::npos) << msg;
 }
@@ -299,7 +315,8 @@ TEST(NnOps, ReplicationPad2d) {
   EXPECT_EQ(y.dims(), (std::vector<size_t>{1, 1, 4, 4}));
   EXPECT_EQ(y.flatten_all().to_vec1<float>(),
             (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
-  EXPECT_EQ(nn::ops::replication_pad2d(x, 0).flatten_all().to_vec1<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(nn::ops::replication_pad2d(x, 0).flatten_all().to_vec1<float>(),
+            (std::vector<float>{1, 2, 3, 4}));
 }
 
 TEST(NnOps, DropoutScalesKeptValuesAndIsSeeded) {

@@ -14,7 +14,8 @@ using namespace candle::nn_test;
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("candle_nn_" + std::to_string(getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("candle_nn_" + std::to_string(getpid()) + "_" + name))
+      .string();
 }
 
 struct TempFile {
@@ -93,9 +94,9 @@ TEST(NnVarBuilder, FromNpz) {
 }
 
 TEST(NnVarBuilder, FromTensorsBuildsLinear) {
-  auto vb = nn::VarBuilder::from_tensors(
-      {{"fc.weight", Tensor::new_<float>({{1.f, 2.f}}, Device::cpu())}, {"fc.bias", Tensor::new_<float>({0.5f}, Device::cpu())}},
-      DType::F32, Device::cpu());
+  auto vb = nn::VarBuilder::from_tensors({{"fc.weight", Tensor::new_<float>({{1.f, 2.f}}, Device::cpu())},
+                                          {"fc.bias", Tensor::new_<float>({0.5f}, Device::cpu())}},
+                                         DType::F32, Device::cpu());
   nn::Linear fc = nn::linear(2, 1, vb.pp("fc"));
   EXPECT_EQ(fc.forward(Tensor::new_<float>({{3.f, 4.f}}, Device::cpu())).to_vec2<float>(),
             (std::vector<std::vector<float>>{{11.5f}}));
@@ -151,7 +152,8 @@ TEST(NnVarMap, LoadChecksShapesAndNames) {
   std::string msg = error_text([&] { vm.load(f.path); });
   EXPECT_NE(msg.find("[2, 4]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[2, 3]"), std::string::npos) << msg;
-  EXPECT_EQ(vm.all_vars()[0].as_tensor().flatten_all().to_vec1<float>(), std::vector<float>(8, 1.f));  // unchanged
+  EXPECT_EQ(vm.all_vars()[0].as_tensor().flatten_all().to_vec1<float>(),
+            std::vector<float>(8, 1.f));  // unchanged
   nn::VarMap vm2;
   vm2.get({1}, "missing", nn::init::ONE, DType::F32, Device::cpu());
   msg = error_text([&] { vm2.load(f.path); });

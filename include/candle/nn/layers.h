@@ -31,7 +31,8 @@ Linear linear_b(size_t in_dim, size_t out_dim, bool bias, const VarBuilder& vb);
 // Rows of embeddings [vocab, hidden] selected by integer ids of any shape.
 class Embedding : public Module {
  public:
-  Embedding(Tensor embeddings, size_t hidden_size) : embeddings_(std::move(embeddings)), hidden_size_(hidden_size) {}
+  Embedding(Tensor embeddings, size_t hidden_size)
+      : embeddings_(std::move(embeddings)), hidden_size_(hidden_size) {}
   const Tensor& embeddings() const { return embeddings_; }
   size_t hidden_size() const { return hidden_size_; }
   Tensor forward(const Tensor& ids) const override;
@@ -120,11 +121,13 @@ class ConvTranspose2d : public Module {
 };
 
 // weight [out, in / groups, k] (Kaiming normal), bias [out] (uniform +-1/sqrt(in)).
-Conv1d conv1d(size_t in_channels, size_t out_channels, size_t kernel_size, Conv1dConfig cfg, const VarBuilder& vb);
+Conv1d conv1d(size_t in_channels, size_t out_channels, size_t kernel_size, Conv1dConfig cfg,
+              const VarBuilder& vb);
 Conv1d conv1d_no_bias(size_t in_channels, size_t out_channels, size_t kernel_size, Conv1dConfig cfg,
                       const VarBuilder& vb);
 // weight [out, in / groups, k, k].
-Conv2d conv2d(size_t in_channels, size_t out_channels, size_t kernel_size, Conv2dConfig cfg, const VarBuilder& vb);
+Conv2d conv2d(size_t in_channels, size_t out_channels, size_t kernel_size, Conv2dConfig cfg,
+              const VarBuilder& vb);
 Conv2d conv2d_no_bias(size_t in_channels, size_t out_channels, size_t kernel_size, Conv2dConfig cfg,
                       const VarBuilder& vb);
 // weight [in, out / groups, k]; weight and bias uniform +-1/sqrt(out * k).

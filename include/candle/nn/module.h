@@ -50,8 +50,8 @@ class Sequential : public Module {
  public:
   // Appends a copy of `layer` (any Module); returns the extended sequence.
   template <typename M>
-    requires std::is_base_of_v<Module, std::decay_t<M>>
-  Sequential add(M&& layer) const {
+  requires std::is_base_of_v<Module, std::decay_t<M>> Sequential add(M&& layer)
+  const {
     Sequential s = *this;
     s.layers_.push_back(std::make_shared<std::decay_t<M>>(std::forward<M>(layer)));
     return s;
