@@ -10,5 +10,8 @@ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DZLIB_LIBRARY=/usr/lib/x86_64-linux
 cmake --build $B -j16 > $OUT/build.log 2>&1 || { grep -E "error" $OUT/build.log | head -30; exit 1; }
 (cd $B && ctest -j16 > $OUT/ctest.log 2>&1); tail -3 $OUT/ctest.log
 nproc; lscpu | grep -E "Model name|Thread|Core|Socket" | head -5
-python3 tools/bench_core_vs_torch.py --bin $B/bin --threads ${THREADS:-1,16} --min-time 0.2 > $OUT/scaling.md 2>&1
+python3 tools/bench_core_vs_torch.py --bin $B/bin --threads ${THREADS:-1,16} --min-time 0.1 > $OUT/scaling.md 2>&1
 cat $OUT/scaling.md
+# issue 3: the 3x3 64->64 conv at 2048x2048, 1 -> 16 threads, beside PyTorch
+python3 tools/bench_conv_vs_torch.py --bin $B/bin --threads 1,16 --sizes 2048 --filter "${CONV_FILTER:-3x3_64_64}" --min-time 0.2 --repeats 3 > $OUT/conv_scaling.md 2>&1
+cat $OUT/conv_scaling.md
