@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
       // the largest tile whose extended region (core + 2 halos + alignment) fits the budget
       size_t side = size_t(std::sqrt(budget / bpp));
       size_t margin = 2 * net.halo() + candle::models::Rdn::kTileAlign;
-      tile = side > margin + 16 ? side - margin : 16;
+      // tiles much smaller than the halo would mostly recompute halos: keep them >= 2 halos
+      tile = std::max(side > margin ? side - margin : size_t{0}, std::max<size_t>(16, 2 * net.halo()));
     }
     const size_t tiles_x = tile ? (w + tile - 1) / tile : 1, tiles_y = tile ? (h + tile - 1) / tile : 1;
     std::fprintf(

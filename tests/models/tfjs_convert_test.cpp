@@ -414,8 +414,7 @@ TEST(UpscaleProgram, ExistingOutputIsReplacedWhole) {
   fs::create_directories(dir);
   const std::string out = (dir / "small_x2.png").string();
   test_models::write_text(out, "old content");
-  // write a 20x16 crop of the fixture as the input, via the program's own PNG writer is not
-  // available here: use the full fixture with tiles instead
+  // the fixture in tiles of 50 px (9 tiles); the old file is replaced by a rename
   ProgramResult r = run(exe.string() + " --tile 50 " + std::string(CANDLE_TEST_DATA_DIR) +
                         "/../../models/esrgan-slim/fixture.png " + out);
   EXPECT_EQ(r.rc, 0) << r.err;
