@@ -1,0 +1,222 @@
+// candle-upscale: whole-image super-resolution with a bundled residual dense network
+// (UpscalerJS's ESRGAN slim, MIT). PNG / JPEG in and out.
+//
+//   candle-upscale [--model NAME|PATH] [--scale 2|3|4|8] [--device cpu|cuda|rocm|vulkan]
+//                  [--tile N] [--max-memory MB] [INPUT [OUTPUT]]
+#include <stb/stb_image.h>
+#include <stb/stb_image_write.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "candle/candle.h"
+#include "candle/models/rdn.h"
+
+namespace fs = std::filesystem;
+using candle::Error;
+using candle::ErrorKind;
+
+namespace {
+
+// Where the bundled models are: $CANDLE_MODELS_DIR, <exe>/../share/candle/models (installed),
+// or the source tree's models/ (a build tree).
+fs::path models_dir() {
+  if (const char* env = std::getenv("CANDLE_MODELS_DIR")) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path installed = exe.parent_path().parent_path() / "share" / "candle" / "models";
+    if (fs::is_directory(installed, ec)) return installed;
+  }
+#ifdef CANDLE_SOURCE_MODELS_DIR
+  return CANDLE_SOURCE_MODELS_DIR;
+#else
+  return "models";
+#endif
+}
+
+// --model: a .safetensors file, a directory with x<scale>.safetensors, or a bundled model's name.
+fs::path model_path(const std::string& model, size_t scale) {
+  std::error_code ec;
+  fs::path p(model);
+  if (fs::is_regular_file(p, ec)) return p;
+  const std::string file = "x" + std::to_string(scale) + ".safetensors";
+  if (fs::is_directory(p, ec)) return p / file;
+  if (model.find('/') == std::string::npos && model.find(".safetensors") == std::string::npos) {
+    return models_dir() / model / file;
+  }
+  throw Error(ErrorKind::Io, "model not found: " + model);
+}
+
+struct Image {
+  size_t w = 0, h = 0;
+  std::vector<float> rgb;        // planar [3, h, w], 0..255
+  std::vector<unsigned char> a;  // alpha (h * w) or empty
+};
+
+Image load_image(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(ErrorKind::Io, "input not found: " + path.string());
+  int w = 0, h = 0, n = 0;
+  if (!stbi_info(path.c_str(), &w, &h, &n)) {
+    throw Error(ErrorKind::Parse,
+                "not a supported image (PNG, JPEG, BMP, GIF, TGA, PSD, PNM): " + path.string());
+  }
+  unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 4);
+  if (!px) throw Error(ErrorKind::Parse, "cannot decode " + path.string() + ": " + stbi_failure_reason());
+  Image img;
+  img.w = static_cast<size_t>(w), img.h = static_cast<size_t>(h);
+  const size_t hw = img.w * img.h;
+  img.rgb.resize(3 * hw);
+  const bool alpha = n == 2 || n == 4;
+  if (alpha) img.a.resize(hw);
+  for (size_t i = 0; i < hw; ++i) {
+    for (size_t c = 0; c < 3; ++c) img.rgb[c * hw + i] = px[4 * i + c];
+    if (alpha) img.a[i] = px[4 * i + 3];
+  }
+  stbi_image_free(px);
+  return img;
+}
+
+void write_image(const fs::path& path, const std::vector<unsigned char>& px, size_t w, size_t h,
+                 int channels) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (ext != ".png" && ext != ".jpg" && ext != ".jpeg") {
+    throw Error(ErrorKind::InvalidArgument,
+                "unsupported output format '" + ext + "' (use .png, .jpg or .jpeg)");
+  }
+  // written next to the target and renamed: an existing output is only ever replaced whole
+  fs::path tmp = path;
+  tmp += ".tmp-" + std::to_string(::getpid());
+  int ok = ext == ".png" ? stbi_write_png(tmp.c_str(), int(w), int(h), channels, px.data(), int(w) * channels)
+                         : stbi_write_jpg(tmp.c_str(), int(w), int(h), channels, px.data(), 95);
+  std::error_code ec;
+  if (!ok) {
+    fs::remove(tmp, ec);
+    throw Error(ErrorKind::Io, "cannot write " + path.string());
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(ErrorKind::Io, "cannot write " + path.string() + ": " + ec.message());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Image super-resolution with a residual dense network (ESRGAN slim by default)"};
+  std::string model = "esrgan-slim", device_name = "cpu", input, output;
+  size_t scale = 2, tile = 0, max_memory_mb = 2048;
+  bool scale_given = false;
+  app.add_option("--model", model, "bundled model name, a model directory or a .safetensors file")
+      ->capture_default_str();
+  app.add_option_function<size_t>(
+      "--scale", [&](const size_t& s) { scale = s, scale_given = true; },
+      "upscaling factor: 2, 3, 4 or 8 (default 2)");
+  app.add_option("--device", device_name, "cpu, cuda, rocm or vulkan (with an optional :N)")
+      ->capture_default_str();
+  app.add_option("--tile", tile, "tile size in input pixels (0: whole image unless over --max-memory)")
+      ->capture_default_str();
+  app.add_option("--max-memory", max_memory_mb, "activation memory budget in MiB for automatic tiling")
+      ->capture_default_str();
+  app.add_option("input", input, "PNG or JPEG image (default: the bundled fixture.png)");
+  app.add_option("output", output, "output .png/.jpg (default: <input>_x<scale>.png)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (scale != 2 && scale != 3 && scale != 4 && scale != 8) {
+      throw Error(ErrorKind::InvalidArgument,
+                  "unsupported scale " + std::to_string(scale) + " (use 2, 3, 4 or 8)");
+    }
+    bool default_input = input.empty();
+    if (default_input) input = (models_dir() / "esrgan-slim" / "fixture.png").string();
+    if (output.empty()) {
+      fs::path in(input);
+      fs::path stem = default_input ? fs::path(in.stem()) : in.parent_path() / in.stem();
+      output = stem.string() + "_x" + std::to_string(scale) + ".png";
+    }
+    candle::Device device = candle::Device::from_name(device_name);
+    fs::path mpath = model_path(model, scale);
+    candle::models::Rdn net = candle::models::Rdn::load(mpath.string(), device);
+    if (net.scale() != scale) {
+      if (scale_given) {
+        throw Error(ErrorKind::InvalidArgument, "model " + mpath.string() + " upscales x" +
+                                                    std::to_string(net.scale()) + ", not x" +
+                                                    std::to_string(scale));
+      }
+      scale = net.scale();
+    }
+    if (net.in_channels() != 3 || net.out_channels() != 3) {
+      throw Error(ErrorKind::UnsupportedOp, "model " + mpath.string() + " is not an RGB -> RGB network");
+    }
+
+    Image img = load_image(input);
+    const size_t w = img.w, h = img.h, ow = w * scale, oh = h * scale;
+    if (ow > (1u << 16) || oh > (1u << 16))
+      throw Error(ErrorKind::InvalidArgument, "output would be larger than 65536 pixels on a side");
+    const double budget = double(max_memory_mb) * 1024.0 * 1024.0;
+    const double bpp = double(net.activation_bytes_per_pixel());
+    if (tile == 0 && bpp * double(w * h) > budget) {
+      // the largest tile whose extended region (core + 2 halos + alignment) fits the budget
+      size_t side = size_t(std::sqrt(budget / bpp));
+      size_t margin = 2 * net.halo() + candle::models::Rdn::kTileAlign;
+      // tiles much smaller than the halo would mostly recompute halos: keep them >= 2 halos
+      tile = std::max(side > margin ? side - margin : size_t{0}, std::max<size_t>(16, 2 * net.halo()));
+    }
+    const size_t tiles_x = tile ? (w + tile - 1) / tile : 1, tiles_y = tile ? (h + tile - 1) / tile : 1;
+    std::fprintf(
+        stderr, "%s: %zux%zu -> %zux%zu (x%zu) on %s, %s\n", input.c_str(), w, h, ow, oh, scale,
+        device_name.c_str(),
+        tiles_x * tiles_y > 1
+            ? (std::to_string(tiles_x * tiles_y) + " tiles of " + std::to_string(tile) + " px").c_str()
+            : "whole image");
+
+    candle::Tensor x =
+        candle::Tensor::from_vec(img.rgb, {1, 3, h, w}, candle::Device::cpu()).to_device(device);
+    img.rgb = {};
+    const bool show = tiles_x * tiles_y > 1;
+    candle::Tensor y = net.forward_tiled(x, tile ? tile : std::max(w, h), [&](size_t done, size_t total) {
+      if (show) std::fprintf(stderr, "\r  tile %zu/%zu", done, total), std::fflush(stderr);
+    });
+    if (show) std::fprintf(stderr, "\n");
+    std::vector<float> out = y.to_device(candle::Device::cpu()).flatten_to_vec<float>();
+
+    const int channels = img.a.empty() ? 3 : 4;
+    std::vector<unsigned char> px(oh * ow * size_t(channels));
+    const size_t ohw = oh * ow;
+    for (size_t yy = 0; yy < oh; ++yy) {
+      for (size_t xx = 0; xx < ow; ++xx) {
+        const size_t i = yy * ow + xx;
+        unsigned char* p = &px[i * size_t(channels)];
+        for (size_t c = 0; c < 3; ++c) {
+          const float v = out[c * ohw + i];
+          p[c] = v > 0.0f ? (v < 255.0f ? static_cast<unsigned char>(std::lround(v)) : 255) : 0;  // NaN -> 0
+        }
+        // alpha is upscaled by nearest neighbour
+        if (channels == 4) p[3] = img.a[(yy / scale) * w + xx / scale];
+      }
+    }
+    write_image(output, px, ow, oh, channels);
+
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    std::fprintf(stderr, "wrote %s: %zux%zu -> %zux%zu in %.2f s, peak memory %.1f MiB\n", output.c_str(), w,
+                 h, ow, oh, secs, double(ru.ru_maxrss) / 1024.0);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "candle-upscale: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,396 @@
+// Residual dense network (see include/candle/models/rdn.h): a small interpreter over the
+// normalised layer graph. Conv + a following relu (when the relu is the conv's only
+// consumer) run as one conv2d_fused call; every intermediate is released after its last use.
+#include "candle/models/rdn.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "candle/io/safetensors.h"
+
+namespace candle::models {
+
+using json = nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(ErrorKind kind, const std::string& msg) { throw Error(kind, "rdn: " + msg); }
+
+enum class Op { Input, Conv, Relu, Identity, Concat, Add, Upsample };
+
+Op parse_op(const std::string& s, const std::string& layer) {
+  if (s == "input") return Op::Input;
+  if (s == "conv2d") return Op::Conv;
+  if (s == "relu") return Op::Relu;
+  if (s == "identity") return Op::Identity;
+  if (s == "concat") return Op::Concat;
+  if (s == "add") return Op::Add;
+  if (s == "upsample_nearest") return Op::Upsample;
+  fail(ErrorKind::UnsupportedOp, "layer '" + layer + "': unknown op '" + s + "'");
+}
+
+std::string shape_str(const std::vector<size_t>& d) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < d.size(); ++i) s << (i ? ", " : "") << d[i];
+  s << "]";
+  return s.str();
+}
+
+// Extra input pixels a block algorithm (Winograd F(4x4, 3x3): 4 outputs from 6 inputs) may
+// make an output depend on, beyond its receptive field, per conv with a spatial kernel.
+constexpr size_t kBlockSlack = 3;
+
+}  // namespace
+
+struct Rdn::Impl {
+  struct Node {
+    std::string name;
+    Op op = Op::Identity;
+    std::vector<size_t> inputs;  // indices into nodes (all earlier: topological order)
+    // conv
+    Tensor weight;
+    std::optional<Tensor> bias;
+    size_t pad_h = 0, pad_w = 0, k_h = 1, k_w = 1;
+    bool relu = false;
+    // upsample
+    size_t up_h = 1, up_w = 1;
+    // static shape: channels and resolution relative to the input
+    size_t channels = 0, res_h = 1, res_w = 1;
+    size_t last_use = 0;  // the step after which the value is released
+  };
+  std::vector<Node> nodes;  // topological order; nodes[0] is the input, nodes.back() the output
+  Device device = Device::cpu();
+  size_t scale = 1;
+  size_t receptive = 0, halo = 0, bytes_per_pixel = 0, convs = 0;
+
+  // Input pixels (per side) the output depends on; slack per spatial conv as above.
+  size_t reach(size_t slack) const {
+    std::vector<size_t> demand(nodes.size(), 0);
+    for (size_t i = nodes.size(); i-- > 0;) {
+      const Node& n = nodes[i];
+      size_t d = demand[i];
+      if (n.op == Op::Conv) {
+        size_t r = std::max(n.pad_h, n.pad_w);
+        d += r + (std::max(n.k_h, n.k_w) > 1 ? slack : 0);
+      } else if (n.op == Op::Upsample) {
+        size_t f = std::min(n.up_h, n.up_w);
+        d = (d + f - 1) / f;
+      }
+      for (size_t in : n.inputs) demand[in] = std::max(demand[in], d);
+    }
+    return demand[0];
+  }
+};
+
+Rdn Rdn::load(const std::string& path, const Device& device) {
+  return with_context("loading the model " + path, [&] {
+    safetensors::MmapedSafetensors st(path);
+    auto it = st.metadata().find("topology");
+    if (it == st.metadata().end())
+      fail(ErrorKind::Parse, "the file has no 'topology' metadata (not a converted model)");
+    std::unordered_map<std::string, Tensor> tensors;
+    for (const auto& name : st.names()) tensors.emplace(name, st.load(name, device));
+    Rdn m(tensors, it->second, device);
+    auto sc = st.metadata().find("scale");
+    if (sc != st.metadata().end() && sc->second != std::to_string(m.scale())) {
+      fail(ErrorKind::Parse,
+           "metadata scale " + sc->second + " does not match the graph's scale " + std::to_string(m.scale()));
+    }
+    return m;
+  });
+}
+
+Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::string& topology_json,
+         const Device& device) {
+  auto impl = std::make_shared<Impl>();
+  impl->device = device;
+  json g;
+  try {
+    g = json::parse(topology_json);
+  } catch (const json::exception& e) {
+    fail(ErrorKind::Parse, std::string("topology is not valid JSON: ") + e.what());
+  }
+  try {
+    if (!g.is_object() || g.value("format", "") != "candle-graph" || g.value("version", 0) != 1) {
+      fail(ErrorKind::Parse, "topology is not a candle-graph version 1");
+    }
+    const std::string in_name = g.at("input").get<std::string>(),
+                      out_name = g.at("output").get<std::string>();
+    // parse layers by name
+    std::map<std::string, const json*> by_name;
+    for (const json& l : g.at("layers")) {
+      std::string name = l.at("name").get<std::string>();
+      if (!by_name.emplace(name, &l).second) fail(ErrorKind::Parse, "layer '" + name + "' appears twice");
+    }
+    if (!by_name.count(in_name)) fail(ErrorKind::Parse, "input layer '" + in_name + "' not found");
+    if (!by_name.count(out_name)) fail(ErrorKind::Parse, "output layer '" + out_name + "' not found");
+    // topological order of the output's ancestors (iterative DFS; a cycle is an error)
+    std::map<std::string, size_t> index;
+    std::map<std::string, int> state;  // 1: on the stack, 2: done
+    std::vector<std::pair<std::string, size_t>> stack{{out_name, 0}};
+    std::vector<const json*> order;
+    state[out_name] = 1;
+    while (!stack.empty()) {
+      auto& [name, next] = stack.back();
+      const json& l = *by_name.at(name);
+      const json& ins = l.at("inputs");
+      if (next < ins.size()) {
+        std::string in = ins[next++].get<std::string>();
+        if (!by_name.count(in))
+          fail(ErrorKind::Parse, "layer '" + name + "' reads unknown layer '" + in + "'");
+        if (state[in] == 1) fail(ErrorKind::Parse, "the graph has a cycle through layer '" + in + "'");
+        if (state[in] == 0) {
+          state[in] = 1;
+          stack.emplace_back(in, 0);
+        }
+      } else {
+        state[name] = 2;
+        order.push_back(&l);
+        stack.pop_back();
+      }
+    }
+    auto& nodes = impl->nodes;
+    for (const json* lp : order) {
+      const json& l = *lp;
+      Impl::Node n;
+      n.name = l.at("name").get<std::string>();
+      n.op = parse_op(l.at("op").get<std::string>(), n.name);
+      for (const json& in : l.at("inputs")) n.inputs.push_back(index.at(in.get<std::string>()));
+      auto arity = [&](size_t lo, size_t hi) {
+        if (n.inputs.size() < lo || n.inputs.size() > hi)
+          fail(ErrorKind::Parse, "layer '" + n.name + "' has " + std::to_string(n.inputs.size()) + " inputs");
+      };
+      const Impl::Node* first = n.inputs.empty() ? nullptr : &nodes[n.inputs[0]];
+      switch (n.op) {
+        case Op::Input:
+          arity(0, 0);
+          if (n.name != in_name) fail(ErrorKind::Parse, "second input layer '" + n.name + "'");
+          n.channels = l.value("channels", size_t{0});
+          if (n.channels == 0) n.channels = 3;
+          break;
+        case Op::Conv: {
+          arity(1, 1);
+          const size_t ci = l.at("in_channels").get<size_t>(), co = l.at("out_channels").get<size_t>();
+          const auto k = l.at("kernel").get<std::vector<size_t>>(),
+                     p = l.at("padding").get<std::vector<size_t>>();
+          if (k.size() != 2 || p.size() != 2 || k[0] != 2 * p[0] + 1 || k[1] != 2 * p[1] + 1) {
+            fail(ErrorKind::UnsupportedOp,
+                 "layer '" + n.name + "': kernel and padding must keep the image size");
+          }
+          if (first->channels != ci) {
+            fail(ErrorKind::ShapeMismatch, "layer '" + n.name + "' expects " + std::to_string(ci) +
+                                               " input channels, gets " + std::to_string(first->channels));
+          }
+          auto w = tensors.find(n.name + ".weight");
+          if (w == tensors.end()) fail(ErrorKind::Parse, "weight '" + n.name + ".weight' is missing");
+          if (w->second.dims() != std::vector<size_t>{co, ci, k[0], k[1]}) {
+            fail(ErrorKind::ShapeMismatch, "weight '" + n.name + ".weight' has shape " +
+                                               shape_str(w->second.dims()) + ", expected " +
+                                               shape_str({co, ci, k[0], k[1]}));
+          }
+          n.weight = w->second.to_dtype(DType::F32).to_device(device);
+          if (l.value("bias", true)) {
+            auto b = tensors.find(n.name + ".bias");
+            if (b == tensors.end()) fail(ErrorKind::Parse, "weight '" + n.name + ".bias' is missing");
+            if (b->second.dims() != std::vector<size_t>{co}) {
+              fail(ErrorKind::ShapeMismatch, "weight '" + n.name + ".bias' has shape " +
+                                                 shape_str(b->second.dims()) + ", expected " +
+                                                 shape_str({co}));
+            }
+            n.bias = b->second.to_dtype(DType::F32).to_device(device);
+          }
+          const std::string act = l.value("activation", "linear");
+          if (act != "linear" && act != "relu")
+            fail(ErrorKind::UnsupportedOp, "layer '" + n.name + "': activation '" + act + "'");
+          n.relu = act == "relu";
+          n.k_h = k[0], n.k_w = k[1], n.pad_h = p[0], n.pad_w = p[1];
+          n.channels = co, n.res_h = first->res_h, n.res_w = first->res_w;
+          impl->convs++;
+          break;
+        }
+        case Op::Relu:
+        case Op::Identity:
+          arity(1, 1);
+          n.channels = first->channels, n.res_h = first->res_h, n.res_w = first->res_w;
+          break;
+        case Op::Concat:
+        case Op::Add:
+          arity(n.op == Op::Add ? 2 : 1, SIZE_MAX);
+          n.res_h = first->res_h, n.res_w = first->res_w;
+          for (size_t in : n.inputs) {
+            const auto& x = nodes[in];
+            if (x.res_h != n.res_h || x.res_w != n.res_w ||
+                (n.op == Op::Add && x.channels != first->channels)) {
+              fail(ErrorKind::ShapeMismatch,
+                   "layer '" + n.name + "': inputs '" + first->name + "' and '" + x.name + "' do not match");
+            }
+            n.channels = n.op == Op::Add ? x.channels : n.channels + x.channels;
+          }
+          break;
+        case Op::Upsample: {
+          arity(1, 1);
+          const auto s = l.at("size").get<std::vector<size_t>>();
+          if (s.size() != 2 || s[0] == 0 || s[1] == 0 || s[0] > 64 || s[1] > 64)
+            fail(ErrorKind::Parse, "layer '" + n.name + "': bad upsampling size");
+          n.up_h = s[0], n.up_w = s[1];
+          n.channels = first->channels, n.res_h = first->res_h * s[0], n.res_w = first->res_w * s[1];
+          break;
+        }
+      }
+      index[n.name] = nodes.size();
+      nodes.push_back(std::move(n));
+    }
+    if (nodes.empty() || nodes[0].op != Op::Input)
+      fail(ErrorKind::Parse, "the output does not depend on the input layer");
+    const auto& outn = nodes.back();
+    if (outn.res_h != outn.res_w) fail(ErrorKind::UnsupportedOp, "unequal horizontal and vertical scale");
+    impl->scale = outn.res_h;
+    if (g.contains("scale") && g["scale"].get<size_t>() != impl->scale) {
+      fail(ErrorKind::Parse, "topology scale " + g["scale"].dump() + " does not match the graph's " +
+                                 std::to_string(impl->scale));
+    }
+    // fuse conv -> relu when the relu is the conv's only consumer
+    std::vector<size_t> consumers(nodes.size(), 0);
+    for (const auto& n : nodes)
+      for (size_t in : n.inputs) consumers[in]++;
+    for (auto& n : nodes) {
+      if (n.op == Op::Relu) {
+        auto& src = nodes[n.inputs[0]];
+        if (src.op == Op::Conv && consumers[n.inputs[0]] == 1) {
+          src.relu = true;
+          n.op = Op::Identity;
+        }
+      }
+    }
+    // liveness and the activation bytes per input pixel at the peak
+    for (size_t i = 0; i < nodes.size(); ++i)
+      for (size_t in : nodes[i].inputs) nodes[in].last_use = i;
+    nodes.back().last_use = nodes.size();
+    auto bytes = [](const Impl::Node& n) { return n.channels * n.res_h * n.res_w * sizeof(float); };
+    size_t live = 0, peak = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const bool alias = nodes[i].op == Op::Identity;
+      if (!alias) live += bytes(nodes[i]);
+      // a conv also holds a padded / im2col'd copy of its input in the worst case
+      size_t extra = nodes[i].op == Op::Conv ? bytes(nodes[nodes[i].inputs[0]]) : 0;
+      peak = std::max(peak, live + extra);
+      for (size_t in : nodes[i].inputs)
+        if (nodes[in].last_use == i && nodes[in].op != Op::Identity) live -= bytes(nodes[in]);
+    }
+    // forward's clamp and round make two more copies of the output
+    impl->bytes_per_pixel = peak + 2 * bytes(nodes.back());
+    impl->receptive = impl->reach(0);
+    impl->halo = impl->reach(kBlockSlack);
+  } catch (const json::exception& e) {
+    fail(ErrorKind::Parse, std::string("bad topology: ") + e.what());
+  } catch (const std::out_of_range& e) {
+    fail(ErrorKind::Parse, std::string("bad topology: ") + e.what());
+  }
+  impl_ = std::move(impl);
+}
+
+size_t Rdn::scale() const { return impl_->scale; }
+size_t Rdn::in_channels() const { return impl_->nodes.front().channels; }
+size_t Rdn::out_channels() const { return impl_->nodes.back().channels; }
+size_t Rdn::receptive_radius() const { return impl_->receptive; }
+size_t Rdn::halo() const { return impl_->halo; }
+size_t Rdn::activation_bytes_per_pixel() const { return impl_->bytes_per_pixel; }
+size_t Rdn::num_layers() const { return impl_->nodes.size(); }
+size_t Rdn::num_convs() const { return impl_->convs; }
+
+Tensor Rdn::forward_raw(const Tensor& image) const {
+  const auto& nodes = impl_->nodes;
+  if (image.rank() != 4 || image.dim(1) != in_channels()) {
+    fail(ErrorKind::ShapeMismatch, "forward expects an image [b, " + std::to_string(in_channels()) +
+                                       ", h, w], got " + shape_str(image.dims()));
+  }
+  if (image.device().kind() != impl_->device.kind())
+    fail(ErrorKind::DeviceMismatch, "the image is not on the model's device");
+  std::vector<Tensor> values(nodes.size());
+  values[0] = image.to_dtype(DType::F32);
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    const auto& n = nodes[i];
+    const Tensor& x = values[n.inputs[0]];
+    switch (n.op) {
+      case Op::Input: break;
+      case Op::Conv: {
+        std::optional<UnaryOp> act;
+        if (n.relu) act = UnaryOp::Relu;
+        if (n.pad_h == n.pad_w) {
+          values[i] = x.conv2d_fused(n.weight, n.bias, n.pad_h, 1, 1, 1, act);
+        } else {
+          values[i] = x.pad_with_zeros(2, n.pad_h, n.pad_h)
+                          .pad_with_zeros(3, n.pad_w, n.pad_w)
+                          .conv2d_fused(n.weight, n.bias, 0, 1, 1, 1, act);
+        }
+        break;
+      }
+      case Op::Relu: values[i] = x.relu(); break;
+      case Op::Identity: values[i] = x; break;
+      case Op::Concat: {
+        std::vector<Tensor> parts;
+        for (size_t in : n.inputs) parts.push_back(values[in]);
+        values[i] = parts.size() == 1 ? parts[0] : Tensor::cat(parts, 1);
+        break;
+      }
+      case Op::Add: {
+        Tensor acc = x.add(values[n.inputs[1]]);
+        for (size_t k = 2; k < n.inputs.size(); ++k) acc = acc.add(values[n.inputs[k]]);
+        values[i] = acc;
+        break;
+      }
+      case Op::Upsample: values[i] = x.upsample_nearest2d(x.dim(2) * n.up_h, x.dim(3) * n.up_w); break;
+    }
+    for (size_t in : n.inputs)
+      if (nodes[in].last_use == i) values[in] = Tensor();
+  }
+  return values.back();
+}
+
+Tensor Rdn::forward(const Tensor& image) const { return forward_raw(image).clamp(0.0f, 255.0f).round(); }
+
+Tensor Rdn::forward_tiled(const Tensor& image, size_t tile,
+                          const std::function<void(size_t, size_t)>& progress) const {
+  if (tile == 0) fail(ErrorKind::InvalidArgument, "tile size 0");
+  if (image.rank() != 4 || image.dim(1) != in_channels()) {
+    fail(ErrorKind::ShapeMismatch, "forward expects an image [b, " + std::to_string(in_channels()) +
+                                       ", h, w], got " + shape_str(image.dims()));
+  }
+  const size_t b = image.dim(0), h = image.dim(2), w = image.dim(3), s = scale(), halo = impl_->halo;
+  const size_t ny = (h + tile - 1) / tile, nx = (w + tile - 1) / tile;
+  if (ny <= 1 && nx <= 1) {
+    Tensor out = forward(image);
+    if (progress) progress(1, 1);
+    return out;
+  }
+  // the extended range of core [c0, c1) along a dim of size n
+  auto extend = [&](size_t c0, size_t c1, size_t n) {
+    size_t e0 = c0 > halo ? c0 - halo : 0;
+    e0 -= e0 % kTileAlign;
+    return std::pair<size_t, size_t>{e0, std::min(n, c1 + halo)};
+  };
+  Tensor out = Tensor::zeros({b, out_channels(), h * s, w * s}, DType::F32, image.device());
+  size_t done = 0;
+  for (size_t ty = 0; ty < ny; ++ty) {
+    const size_t y0 = ty * tile, y1 = std::min(h, y0 + tile);
+    auto [ey0, ey1] = extend(y0, y1, h);
+    std::vector<Tensor> row;
+    for (size_t tx = 0; tx < nx; ++tx) {
+      const size_t x0 = tx * tile, x1 = std::min(w, x0 + tile);
+      auto [ex0, ex1] = extend(x0, x1, w);
+      Tensor patch = image.narrow(2, ey0, ey1 - ey0).narrow(3, ex0, ex1 - ex0).contiguous();
+      Tensor up = forward(patch);
+      row.push_back(up.narrow(2, (y0 - ey0) * s, (y1 - y0) * s).narrow(3, (x0 - ex0) * s, (x1 - x0) * s));
+      if (progress) progress(++done, nx * ny);
+    }
+    out.slice_set(row.size() == 1 ? row[0] : Tensor::cat(row, 3), 2, y0 * s);
+  }
+  return out;
+}
+
+}  // namespace candle::models

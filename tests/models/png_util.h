@@ -1,0 +1,18 @@
+// PNG decoding for the model tests (stb_image, compiled into the test binary).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "candle/candle.h"
+
+namespace candle::test_models {
+
+// An image file as a [1, 3, h, w] f32 tensor with values 0..255 (alpha dropped).
+Tensor load_rgb(const std::string& path);
+
+// Writes raw bytes to a file (for the synthetic models and hostile inputs).
+void write_bytes(const std::string& path, const void* data, size_t n);
+void write_text(const std::string& path, const std::string& text);
+
+}  // namespace candle::test_models
