@@ -16,11 +16,11 @@ using candle::Tensor;
 
 // An op another part of the family has not implemented yet is reported, not fatal.
 #define TRY_OP try {
-#define CATCH_OP                   \
-  }                                \
+#define CATCH_OP                    \
+  }                                 \
   catch (const std::exception& e) { \
-    state.SkipWithError(e.what()); \
-    break;                         \
+    state.SkipWithError(e.what());  \
+    break;                          \
   }
 
 Tensor rnd(const candle::Shape& s) { return Tensor::randn(0.0, 1.0, s, DType::F32, candle::Device::cpu()); }
@@ -79,8 +79,11 @@ void BM_pool(benchmark::State& state, bool max) {
   }
 }
 
-#define CONV(name, ci, co, k)                                                                         \
-  BENCHMARK_CAPTURE(BM_conv2d, name, ci, co, k)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond) \
+#define CONV(name, ci, co, k)                   \
+  BENCHMARK_CAPTURE(BM_conv2d, name, ci, co, k) \
+      ->Arg(512)                                \
+      ->Arg(2048)                               \
+      ->Unit(benchmark::kMillisecond)           \
       ->UseRealTime()
 
 CONV(3x3_3_64, 3, 64, 3);
@@ -96,10 +99,20 @@ CONV(1x1_256_64, 256, 64, 1);
 
 BENCHMARK_CAPTURE(BM_upsample_nearest, x4_48, 48, 4)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_upsample_nearest, x8_48, 48, 8)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_upsample_nearest, x4_192, 192, 4)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_upsample_nearest, x8_192, 192, 8)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_upsample_nearest, x4_192, 192, 4)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_upsample_nearest, x8_192, 192, 8)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_cat)->Name("BM_cat/4_64")->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_conv_transpose2d)->Name("BM_conv_transpose2d/64_64_s2")->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_conv_transpose2d)
+    ->Name("BM_conv_transpose2d/64_64_s2")
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_pool, avg2x2, false)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_pool, max2x2, true)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -48,28 +48,39 @@ void BM_nearest(benchmark::State& state) {
   const size_t c = static_cast<size_t>(state.range(0)), s = static_cast<size_t>(state.range(1));
   const Tensor& x = input(c, 512, 512);
   const double in = double(c) * 512 * 512 * 4;
-  run(state, [&] { return x.upsample_nearest2d(512 * s, 512 * s); }, in + in * double(s * s));
+  run(
+      state, [&] { return x.upsample_nearest2d(512 * s, 512 * s); }, in + in * double(s * s));
 }
-BENCHMARK(BM_nearest)->Args({48, 4})->Args({48, 8})->Args({192, 4})->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(0.5)->MinTime(3.0);
+BENCHMARK(BM_nearest)
+    ->Args({48, 4})
+    ->Args({48, 8})
+    ->Args({192, 4})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinWarmUpTime(0.5)
+    ->MinTime(3.0);
 
 void BM_avg_pool_2x2(benchmark::State& state) {
   const Tensor& x = input(64, 2048, 2048);
   const double in = 64.0 * 2048 * 2048 * 4;
-  run(state, [&] { return x.avg_pool2d(2); }, in * 1.25);
+  run(
+      state, [&] { return x.avg_pool2d(2); }, in * 1.25);
 }
 BENCHMARK(BM_avg_pool_2x2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(0.5)->MinTime(3.0);
 
 void BM_max_pool_2x2(benchmark::State& state) {
   const Tensor& x = input(64, 2048, 2048);
   const double in = 64.0 * 2048 * 2048 * 4;
-  run(state, [&] { return x.max_pool2d(2); }, in * 1.25);
+  run(
+      state, [&] { return x.max_pool2d(2); }, in * 1.25);
 }
 BENCHMARK(BM_max_pool_2x2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(0.5)->MinTime(3.0);
 
 void BM_bilinear_x2(benchmark::State& state) {
   const Tensor& x = input(48, 256, 256);
   const double in = 48.0 * 256 * 256 * 4;
-  run(state, [&] { return x.upsample_bilinear2d(512, 512, false); }, in * 5);
+  run(
+      state, [&] { return x.upsample_bilinear2d(512, 512, false); }, in * 5);
 }
 BENCHMARK(BM_bilinear_x2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(0.5)->MinTime(3.0);
 

@@ -38,8 +38,10 @@ constexpr double kParallelMacs = double(1 << 21);
 
 template <typename A, typename S>
 inline A to_acc(S v) {
-  if constexpr (std::is_same_v<A, S>) return v;
-  else return static_cast<A>(static_cast<float>(v));
+  if constexpr (std::is_same_v<A, S>)
+    return v;
+  else
+    return static_cast<A>(static_cast<float>(v));
 }
 
 // Copies n values of a source row (source stride `step`) into the panel, converting.
@@ -79,12 +81,14 @@ void im2col_block(const ConvGeom& g, const S* in, size_t p0, size_t p1, A* panel
           const size_t oy = p / g.ow, ox0 = p - oy * g.ow;
           const size_t ox1 = std::min(g.ow, ox0 + (p1 - p));
           A* d = dst + (p - p0);
-          const ptrdiff_t iy = static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
+          const ptrdiff_t iy =
+              static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
           if (iy < 0 || iy >= ih) {
             std::fill(d, d + (ox1 - ox0), A(0));
           } else {
             const S* row = chan + iy * iw;
-            const auto lo = static_cast<size_t>(std::clamp<ptrdiff_t>(lo_all, ptrdiff_t(ox0), ptrdiff_t(ox1)));
+            const auto lo =
+                static_cast<size_t>(std::clamp<ptrdiff_t>(lo_all, ptrdiff_t(ox0), ptrdiff_t(ox1)));
             const auto hi = static_cast<size_t>(std::clamp<ptrdiff_t>(hi_all, ptrdiff_t(lo), ptrdiff_t(ox1)));
             std::fill(d, d + (lo - ox0), A(0));
             if (hi > lo) {
@@ -260,14 +264,14 @@ void conv_epilogue_f64(double* x, size_t n, double bias, bool has_bias, std::opt
 
 StoragePtr CpuStorage::conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
                               const ParamsConv1D& p) const {
-  cpu::ConvGeom g{p.b_size, p.c_in, 1, p.l_in, p.c_out, 1, p.k_size, 0, p.padding, 1, p.stride, 1, p.dilation,
-                  p.groups, 1, p.l_out()};
+  cpu::ConvGeom g{p.b_size,  p.c_in, 1,        p.l_in, p.c_out,    1,        p.k_size, 0,
+                  p.padding, 1,      p.stride, 1,      p.dilation, p.groups, 1,        p.l_out()};
   return cpu::run_conv(*this, l, kernel, kernel_l, g, nullptr, "conv1d");
 }
 
 StoragePtr CpuStorage::conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
                               const ParamsConv2D& p, const ConvEpilogue& epilogue) const {
-  cpu::ConvGeom g{p.b_size, p.c_in,    p.i_h,      p.i_w,      p.c_out,    p.k_h,    p.k_w,      p.padding,
+  cpu::ConvGeom g{p.b_size,  p.c_in,   p.i_h,    p.i_w,      p.c_out,    p.k_h,    p.k_w,     p.padding,
                   p.padding, p.stride, p.stride, p.dilation, p.dilation, p.groups, p.out_h(), p.out_w()};
   return cpu::run_conv(*this, l, kernel, kernel_l, g, &epilogue, "conv2d");
 }

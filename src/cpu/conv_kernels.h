@@ -20,8 +20,8 @@ struct ConvGeom {
 };
 
 // out = act(conv + bias) for f32 with the Winograd F(4x4, 3x3) algorithm. Only for 3x3 and
-// 5x5 (as four 3x3 sub-kernels), stride 1, dilation 1, groups 1 convolutions; returns false (doing nothing) when it does not apply or
-// would not win for this shape. in/ker/out contiguous; bias may be null.
+// 5x5 (as four 3x3 sub-kernels), stride 1, dilation 1, groups 1 convolutions; returns false (doing nothing)
+// when it does not apply or would not win for this shape. in/ker/out contiguous; bias may be null.
 bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, const float* bias,
                          std::optional<UnaryOp> act, float* out);
 

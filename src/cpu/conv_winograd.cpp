@@ -55,7 +55,8 @@ void transform_kernel(const float* ker, size_t cout, size_t cin, size_t k, float
           for (size_t j = 0; j < 3; ++j) gg[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
         for (size_t i = 0; i < 6; ++i)
           for (size_t j = 0; j < 6; ++j)
-            u[(i * 6 + j) * plane + co * kc + sc] = gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
+            u[(i * 6 + j) * plane + co * kc + sc] =
+                gg[i][0] * G[j][0] + gg[i][1] * G[j][1] + gg[i][2] * G[j][2];
       }
     }
   });
@@ -70,7 +71,8 @@ constexpr size_t kLanes = 16;
 // The windows start at (4 ty - pad + off_y, 4 tx - pad + off_x); channel ci goes to row
 // ch0 + ci of V, which has kc rows per xi.
 CANDLE_WG_CLONES void transform_input(const ConvGeom& g, const float* img, size_t ty0, size_t ty1, size_t tx0,
-                                      size_t tx1, size_t off_y, size_t off_x, size_t ch0, size_t kc, float* v) {
+                                      size_t tx1, size_t off_y, size_t off_x, size_t ch0, size_t kc,
+                                      float* v) {
   const size_t cin = g.c_in, T = (ty1 - ty0) * (tx1 - tx0), xs = kc * T;
   const auto ih = static_cast<ptrdiff_t>(g.ih), iw = static_cast<ptrdiff_t>(g.iw);
   const auto pad = static_cast<ptrdiff_t>(g.pad_h);
@@ -100,19 +102,19 @@ CANDLE_WG_CLONES void transform_input(const ConvGeom& g, const float* img, size_
             d[r][5][kLanes - 1] = row[4 * kLanes + 1];
           }
         } else {
-        for (size_t r = 0; r < 6; ++r) {
-          const ptrdiff_t y = y0 + ptrdiff_t(r);
-          const bool row_in = y >= 0 && y < ih;
-          const float* row = row_in ? chan + y * iw : chan;
-          for (size_t l = 0; l < kLanes; ++l) {
-            for (size_t c = 0; c < 6; ++c) {
-              const ptrdiff_t x = x0 + ptrdiff_t(4 * l + c);
-              float val = 0.f;
-              if (l < nl && row_in && x >= 0 && x < iw) val = row[x];
-              d[r][c][l] = val;
+          for (size_t r = 0; r < 6; ++r) {
+            const ptrdiff_t y = y0 + ptrdiff_t(r);
+            const bool row_in = y >= 0 && y < ih;
+            const float* row = row_in ? chan + y * iw : chan;
+            for (size_t l = 0; l < kLanes; ++l) {
+              for (size_t c = 0; c < 6; ++c) {
+                const ptrdiff_t x = x0 + ptrdiff_t(4 * l + c);
+                float val = 0.f;
+                if (l < nl && row_in && x >= 0 && x < iw) val = row[x];
+                d[r][c][l] = val;
+              }
             }
           }
-        }
         }
         // columns: tmp = B^T d
         for (size_t c = 0; c < 6; ++c) {
@@ -180,7 +182,8 @@ CANDLE_WG_CLONES void transform_output(const ConvGeom& g, const float* m, size_t
         for (size_t r = 0; r < 4; ++r) {
           for (size_t l = 0; l < kLanes; ++l) {
             const float* q0 = &tmp[r][0][l];
-            const float q[6] = {q0[0], q0[kLanes], q0[2 * kLanes], q0[3 * kLanes], q0[4 * kLanes], q0[5 * kLanes]};
+            const float q[6] = {q0[0],          q0[kLanes],     q0[2 * kLanes],
+                                q0[3 * kLanes], q0[4 * kLanes], q0[5 * kLanes]};
             const float a = q[1] + q[2], b = q[1] - q[2], cc = q[3] + q[4], dd = q[3] - q[4];
             y[r][0][l] = q[0] + a + cc;
             y[r][1][l] = b + 2.f * dd;
@@ -207,7 +210,9 @@ CANDLE_WG_CLONES void transform_output(const ConvGeom& g, const float* m, size_t
 
 bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, const float* bias,
                          std::optional<UnaryOp> act, float* out) {
-  if (g.kh != g.kw || (g.kh != 3 && g.kh != 5) || g.s_h != 1 || g.s_w != 1 || g.d_h != 1 || g.d_w != 1 || g.groups != 1) return false;
+  if (g.kh != g.kw || (g.kh != 3 && g.kh != 5) || g.s_h != 1 || g.s_w != 1 || g.d_h != 1 || g.d_w != 1 ||
+      g.groups != 1)
+    return false;
   if (g.pad_h != g.pad_w || g.c_in < 16 || g.c_out < 16 || g.oh < 8 || g.ow < 8) return false;
   const size_t cin = g.c_in, cout = g.c_out, nsub = (g.kh + 2) / 3, kc = nsub * nsub * cin;
   const size_t tiles_h = (g.oh + kTile - 1) / kTile, tiles_w = (g.ow + kTile - 1) / kTile;
@@ -226,7 +231,8 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
   const size_t T = bw * bh;
   const size_t worker_bytes = per_tile * T;
   size_t workers = std::max<size_t>(1, std::min({get_num_threads(), ntasks, limit / worker_bytes}));
-  if (double(g.b) * double(cout) * double(g.oh * g.ow) * double(cin * g.kh * g.kw) < double(1 << 21)) workers = 1;
+  if (double(g.b) * double(cout) * double(g.oh * g.ow) * double(cin * g.kh * g.kw) < double(1 << 21))
+    workers = 1;
 
   std::vector<float> u(kXi * cout * kc);
   transform_kernel(ker, cout, cin, g.kh, u.data());
@@ -241,8 +247,8 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
         const size_t tx0 = bx * bw, tx1 = std::min(tiles_w, tx0 + bw);
         const size_t t = (ty1 - ty0) * (tx1 - tx0);
         for (size_t sub = 0; sub < nsub * nsub; ++sub) {
-          transform_input(g, in + bi * cin * ihw, ty0, ty1, tx0, tx1, 3 * (sub / nsub), 3 * (sub % nsub), sub * cin,
-                          kc, v.get());
+          transform_input(g, in + bi * cin * ihw, ty0, ty1, tx0, tx1, 3 * (sub / nsub), 3 * (sub % nsub),
+                          sub * cin, kc, v.get());
         }
         for (size_t xi = 0; xi < kXi; ++xi) {
           gemm(cout, t, kc, MatRef<float>{u.data() + xi * cout * kc, kc, 1},
@@ -255,8 +261,8 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
           const size_t x0 = tx0 * kTile, x1 = std::min(g.ow, tx1 * kTile);
           for (size_t co = 0; co < cout; ++co)
             for (size_t y = y0; y < y1; ++y)
-              conv_epilogue_f32(img_out + co * ohw + y * g.ow + x0, x1 - x0, bias ? bias[co] : 0.f, bias != nullptr,
-                                act);
+              conv_epilogue_f32(img_out + co * ohw + y * g.ow + x0, x1 - x0, bias ? bias[co] : 0.f,
+                                bias != nullptr, act);
         }
       }
     }

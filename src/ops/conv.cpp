@@ -35,8 +35,8 @@ std::atomic<size_t>& conv_scratch_setting() {
 }
 
 // Shared checks; `spatial` is 1 or 2. Returns nothing: throws a candle::Error on bad input.
-void check_conv(const Tensor& x, const Tensor& k, size_t spatial, size_t padding, size_t stride, size_t dilation,
-                size_t groups, const char* op) {
+void check_conv(const Tensor& x, const Tensor& k, size_t spatial, size_t padding, size_t stride,
+                size_t dilation, size_t groups, const char* op) {
   const size_t rank = spatial + 2;
   if (x.rank() != rank) {
     conv_error(ErrorKind::ShapeMismatch, op, "input must have rank " + std::to_string(rank), x, k);
@@ -52,19 +52,21 @@ void check_conv(const Tensor& x, const Tensor& k, size_t spatial, size_t padding
   if (groups == 0) conv_error(ErrorKind::InvalidArgument, op, "groups must be positive", x, k);
   const size_t c_in = x.dim(1), c_out = k.dim(0), c_in_k = k.dim(1);
   if (c_in % groups != 0) {
-    conv_error(ErrorKind::ShapeMismatch, op,
-               "groups " + std::to_string(groups) + " do not divide the input channels " + std::to_string(c_in), x,
-               k);
+    conv_error(
+        ErrorKind::ShapeMismatch, op,
+        "groups " + std::to_string(groups) + " do not divide the input channels " + std::to_string(c_in), x,
+        k);
   }
   if (c_out % groups != 0) {
-    conv_error(ErrorKind::ShapeMismatch, op,
-               "groups " + std::to_string(groups) + " do not divide the output channels " + std::to_string(c_out),
-               x, k);
+    conv_error(
+        ErrorKind::ShapeMismatch, op,
+        "groups " + std::to_string(groups) + " do not divide the output channels " + std::to_string(c_out), x,
+        k);
   }
   if (c_in_k * groups != c_in) {
     conv_error(ErrorKind::ShapeMismatch, op,
-               "in_channel mismatch between input (" + std::to_string(c_in) + ", groups " + std::to_string(groups) +
-                   ") and kernel (" + std::to_string(c_in_k) + ")",
+               "in_channel mismatch between input (" + std::to_string(c_in) + ", groups " +
+                   std::to_string(groups) + ") and kernel (" + std::to_string(c_in_k) + ")",
                x, k);
   }
   for (size_t d = 0; d < spatial; ++d) {
@@ -107,7 +109,8 @@ void set_conv_scratch_limit(size_t bytes) {
   conv_scratch_setting().store(bytes == 0 ? default_conv_scratch() : bytes, std::memory_order_relaxed);
 }
 
-Tensor Tensor::conv1d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation, size_t groups) const {
+Tensor Tensor::conv1d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation,
+                      size_t groups) const {
   check_conv(*this, kernel, 1, padding, stride, dilation, groups, "conv1d");
   ParamsConv1D p{};
   p.b_size = dim(0);
@@ -125,7 +128,8 @@ Tensor Tensor::conv1d(const Tensor& kernel, size_t padding, size_t stride, size_
                           device());
 }
 
-Tensor Tensor::conv2d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation, size_t groups) const {
+Tensor Tensor::conv2d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation,
+                      size_t groups) const {
   return conv2d_fused(kernel, std::nullopt, padding, stride, dilation, groups, std::nullopt);
 }
 
@@ -151,8 +155,8 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
   }
   const ParamsConv2D p = conv2d_params(*this, kernel, padding, stride, dilation, groups);
   const Shape out{p.b_size, p.c_out, p.out_h(), p.out_w()};
-  return ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out, dtype(),
-                          device());
+  return ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out,
+                          dtype(), device());
 }
 
 }  // namespace candle

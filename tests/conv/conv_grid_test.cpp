@@ -15,7 +15,8 @@ namespace candle {
 namespace {
 
 const std::unordered_map<std::string, Tensor>& grid() {
-  static const auto t = safetensors::load(std::string(CANDLE_TEST_DATA_DIR) + "/conv_grid.safetensors", Device::cpu());
+  static const auto t =
+      safetensors::load(std::string(CANDLE_TEST_DATA_DIR) + "/conv_grid.safetensors", Device::cpu());
   return t;
 }
 
@@ -46,9 +47,10 @@ Tensor strided_input(const Tensor& x, int variant) {
   const size_t last = x.rank() - 1;
   switch (variant) {
     case 1: return x.transpose(0, 1).contiguous().transpose(0, 1);  // stored [c, b, ...]
-    case 2: {                                                        // narrowed along the last dim
+    case 2: {                                                       // narrowed along the last dim
       Tensor pad = Tensor::ones(x.shape(), x.dtype(), x.device()).narrow(static_cast<int64_t>(last), 0, 2);
-      return Tensor::cat({pad, x, pad}, static_cast<int64_t>(last)).narrow(static_cast<int64_t>(last), 2, x.dim(-1));
+      return Tensor::cat({pad, x, pad}, static_cast<int64_t>(last))
+          .narrow(static_cast<int64_t>(last), 2, x.dim(-1));
     }
     case 3: {  // at an offset: a narrow of the batch dim of a larger tensor
       Tensor extra = Tensor::ones(x.shape(), x.dtype(), x.device());
@@ -68,7 +70,8 @@ Tensor strided_kernel(const Tensor& w, int variant) {
     case 2: return w.transpose(0, 1).contiguous().transpose(0, 1);  // stored [c_in/g, c_out, ...]
     case 3: {
       Tensor pad = Tensor::ones(w.shape(), w.dtype(), w.device()).narrow(static_cast<int64_t>(last), 0, 1);
-      return Tensor::cat({w, pad}, static_cast<int64_t>(last)).narrow(static_cast<int64_t>(last), 0, w.dim(-1));
+      return Tensor::cat({w, pad}, static_cast<int64_t>(last))
+          .narrow(static_cast<int64_t>(last), 0, w.dim(-1));
     }
     default: return w;
   }

@@ -54,18 +54,21 @@ std::vector<float> ref_conv2d(const Tensor& x, const Tensor& k, size_t pad, size
   return out;
 }
 
-Tensor randn(const Shape& s, DType dt = DType::F32) { return Tensor::randn(0.0, 1.0, s, DType::F32, Device::cpu()).to_dtype(dt); }
+Tensor randn(const Shape& s, DType dt = DType::F32) {
+  return Tensor::randn(0.0, 1.0, s, DType::F32, Device::cpu()).to_dtype(dt);
+}
 
 std::vector<float> f32(const Tensor& t) { return t.to_dtype(DType::F32).flatten_to_vec<float>(); }
 
 // ---- candle's conv_tests.rs ----------------------------------------------------------
 
-const std::vector<float> kT1d = {0.4056f, -0.8689f, -0.0773f, -1.5630f, 1.2279f, -0.9287f, -1.7030f,
-                                 0.1370f, 0.1866f, 0.4145f, 1.8025f, -0.1536f, 2.2013f, -0.6836f,
-                                 0.2477f, 1.3127f, -0.6957f, 0.3278f, -1.0124f, 0.5599f};
-const std::vector<float> kW1d = {-0.8404f, -0.3490f, 0.0130f, 1.3123f, 0.1763f, -1.9249f, 1.4270f, 0.9421f,
-                                 0.8670f, -0.7181f, -1.1111f, 0.8869f, -1.2429f, 1.8357f, 1.6052f, -1.3844f,
-                                 0.3951f, -1.2036f, 0.6686f, 1.6261f, -0.6451f, -0.0840f, -1.4247f, 0.5512f};
+const std::vector<float> kT1d = {0.4056f, -0.8689f, -0.0773f, -1.5630f, 1.2279f,  -0.9287f, -1.7030f,
+                                 0.1370f, 0.1866f,  0.4145f,  1.8025f,  -0.1536f, 2.2013f,  -0.6836f,
+                                 0.2477f, 1.3127f,  -0.6957f, 0.3278f,  -1.0124f, 0.5599f};
+const std::vector<float> kW1d = {-0.8404f, -0.3490f, 0.0130f,  1.3123f,  0.1763f,  -1.9249f,
+                                 1.4270f,  0.9421f,  0.8670f,  -0.7181f, -1.1111f, 0.8869f,
+                                 -1.2429f, 1.8357f,  1.6052f,  -1.3844f, 0.3951f,  -1.2036f,
+                                 0.6686f,  1.6261f,  -0.6451f, -0.0840f, -1.4247f, 0.5512f};
 
 TEST(CandleConv, conv1d) {
   Tensor t = Tensor::from_vec(kT1d, {1, 4, 5}, Device::cpu());
@@ -80,7 +83,8 @@ TEST(CandleConv, conv1d) {
 }
 
 TEST(CandleConv, conv1d_small) {
-  Tensor t = Tensor::from_vec(std::vector<float>{0.4056f, -0.8689f, -0.0773f, -1.5630f}, {1, 1, 4}, Device::cpu());
+  Tensor t =
+      Tensor::from_vec(std::vector<float>{0.4056f, -0.8689f, -0.0773f, -1.5630f}, {1, 1, 4}, Device::cpu());
   Tensor w = Tensor::from_vec(std::vector<float>{1.f, 0.f, 0.f}, {1, 1, 3}, Device::cpu());
   Tensor res = t.conv1d(w, 0, 1, 1, 1);
   EXPECT_EQ(res.dims(), (std::vector<size_t>{1, 1, 2}));
@@ -102,17 +106,17 @@ const std::vector<float> kT2d = {
     -0.4431f, -0.4720f, -0.7890f, 0.2620f,  0.7875f,  0.5377f,  -0.6779f, -0.8088f, 1.9098f,  1.2006f,
     -0.8000f, -0.4983f, 1.5480f,  0.8265f,  -0.1025f, 0.5138f,  0.5748f,  0.3821f,  -0.4607f, 0.0085f};
 const std::vector<float> kW2d = {
-    -0.9325f, 0.6451f,  -0.8537f, 0.2378f,  0.8764f,  -0.1832f, 0.2987f,  -0.6488f, -0.2273f, -2.4184f,
-    -0.1192f, -0.4821f, -0.5079f, -0.5766f, -2.4729f, 1.6734f,  0.4558f,  0.2851f,  1.1514f,  -0.9013f,
-    1.0662f,  -0.1817f, -0.0259f, 0.1709f,  0.5367f,  0.7513f,  0.8086f,  -2.2586f, -0.5027f, 0.9141f,
-    -1.3086f, -1.3343f, -1.5669f, -0.1657f, 0.7958f,  0.1432f,  0.3896f,  -0.4501f, 0.1667f,  0.0714f,
-    -0.0952f, 1.2970f,  -0.1674f, -0.3178f, 1.0677f,  0.3060f,  0.7080f,  0.1914f,  1.1679f,  -0.3602f,
-    1.9265f,  -1.8626f, -0.5112f, -0.0982f, 0.2621f,  0.6565f,  0.5908f,  1.0089f,  -0.1646f, 1.8032f,
-    -0.6286f, 0.2016f,  -0.3370f, 1.2555f,  0.8009f,  -0.6488f, -0.4652f, -1.5685f, 1.5860f,  0.5583f,
-    0.4623f,  0.6026f};
-const std::vector<float> kR2d = {-4.2812f, 2.0923f, 5.2187f,   7.5184f,  0.752f,   -14.9426f,
-                                 10.0087f, 4.391f,  0.2918f,   1.6715f,  10.389f,  3.6023f,
-                                 -4.2808f, 0.2672f, 5.3646f,   -5.2023f, -2.1955f, -9.4075f};
+    -0.9325f, 0.6451f,  -0.8537f, 0.2378f,  0.8764f,  -0.1832f, 0.2987f,  -0.6488f, -0.2273f,
+    -2.4184f, -0.1192f, -0.4821f, -0.5079f, -0.5766f, -2.4729f, 1.6734f,  0.4558f,  0.2851f,
+    1.1514f,  -0.9013f, 1.0662f,  -0.1817f, -0.0259f, 0.1709f,  0.5367f,  0.7513f,  0.8086f,
+    -2.2586f, -0.5027f, 0.9141f,  -1.3086f, -1.3343f, -1.5669f, -0.1657f, 0.7958f,  0.1432f,
+    0.3896f,  -0.4501f, 0.1667f,  0.0714f,  -0.0952f, 1.2970f,  -0.1674f, -0.3178f, 1.0677f,
+    0.3060f,  0.7080f,  0.1914f,  1.1679f,  -0.3602f, 1.9265f,  -1.8626f, -0.5112f, -0.0982f,
+    0.2621f,  0.6565f,  0.5908f,  1.0089f,  -0.1646f, 1.8032f,  -0.6286f, 0.2016f,  -0.3370f,
+    1.2555f,  0.8009f,  -0.6488f, -0.4652f, -1.5685f, 1.5860f,  0.5583f,  0.4623f,  0.6026f};
+const std::vector<float> kR2d = {-4.2812f, 2.0923f, 5.2187f, 7.5184f,  0.752f,   -14.9426f,
+                                 10.0087f, 4.391f,  0.2918f, 1.6715f,  10.389f,  3.6023f,
+                                 -4.2808f, 0.2672f, 5.3646f, -5.2023f, -2.1955f, -9.4075f};
 
 TEST(CandleConv, conv2d) {
   Tensor t = Tensor::from_vec(kT2d, {1, 4, 5, 5}, Device::cpu());
@@ -131,14 +135,15 @@ TEST(CandleConv, conv2d_loss_value) {
 }
 
 TEST(CandleConv, conv2d_small) {
-  Tensor t = Tensor::from_vec(std::vector<float>{0.4056f, -0.8689f, 0.6843f, 0.2395f, 1.2279f, -0.9287f, -1.7030f,
-                                                 0.1370f, 0.1866f, 0.4145f, -0.6266f, 0.3529f, 2.2013f, -0.6836f,
-                                                 0.2477f, 1.3127f, -0.6957f, 0.3278f},
-                              {1, 2, 3, 3}, Device::cpu());
+  Tensor t = Tensor::from_vec(
+      std::vector<float>{0.4056f, -0.8689f, 0.6843f, 0.2395f, 1.2279f, -0.9287f, -1.7030f, 0.1370f, 0.1866f,
+                         0.4145f, -0.6266f, 0.3529f, 2.2013f, -0.6836f, 0.2477f, 1.3127f, -0.6957f, 0.3278f},
+      {1, 2, 3, 3}, Device::cpu());
   Tensor w = Tensor::from_vec(std::vector<float>{-0.9259f, 1.3017f}, {1, 2, 1, 1}, Device::cpu());
   Tensor res = t.conv2d(w, 0, 1, 1, 1);
   EXPECT_EQ(res.dims(), (std::vector<size_t>{1, 1, 3, 3}));
-  const std::vector<float> inner = {0.164f, -0.0111f, -0.1742f, 2.6437f, -2.0268f, 1.1823f, 3.2855f, -1.0324f, 0.2539f};
+  const std::vector<float> inner = {0.164f,  -0.0111f, -0.1742f, 2.6437f, -2.0268f,
+                                    1.1823f, 3.2855f,  -1.0324f, 0.2539f};
   EXPECT_EQ(round4(res), inner);
   res = t.conv2d(w, 2, 1, 1, 1);
   EXPECT_EQ(res.dims(), (std::vector<size_t>{1, 1, 7, 7}));
@@ -149,9 +154,9 @@ TEST(CandleConv, conv2d_small) {
 }
 
 TEST(CandleConv, conv2d_smaller) {
-  Tensor t = Tensor::from_vec(std::vector<float>{0.4056f, -0.8689f, 0.6843f, 0.2395f, 1.2279f, -0.9287f, -1.7030f,
-                                                 0.1370f, 0.1866f},
-                              {1, 1, 3, 3}, Device::cpu());
+  Tensor t = Tensor::from_vec(
+      std::vector<float>{0.4056f, -0.8689f, 0.6843f, 0.2395f, 1.2279f, -0.9287f, -1.7030f, 0.1370f, 0.1866f},
+      {1, 1, 3, 3}, Device::cpu());
   Tensor w = Tensor::ones({1, 1, 3, 3}, DType::F32, Device::cpu());
   Tensor res = t.conv2d(w, 0, 1, 1, 1);
   EXPECT_EQ(res.dims(), (std::vector<size_t>{1, 1, 1, 1}));
@@ -159,14 +164,15 @@ TEST(CandleConv, conv2d_smaller) {
 }
 
 TEST(CandleConv, conv2d_non_square) {
-  Tensor t = Tensor::from_vec(std::vector<float>{0.4056f, -0.8689f, -0.0773f, -1.5630f, -2.8012f, -1.5059f, 0.3972f,
-                                                 1.0852f, 0.4997f, 3.0616f, 1.6541f, 0.0964f, -0.8338f, -1.6523f,
-                                                 -0.8323f, -0.1699f},
-                              {1, 2, 4, 2}, Device::cpu());
+  Tensor t = Tensor::from_vec(
+      std::vector<float>{0.4056f, -0.8689f, -0.0773f, -1.5630f, -2.8012f, -1.5059f, 0.3972f, 1.0852f, 0.4997f,
+                         3.0616f, 1.6541f, 0.0964f, -0.8338f, -1.6523f, -0.8323f, -0.1699f},
+      {1, 2, 4, 2}, Device::cpu());
   Tensor w = Tensor::from_vec(std::vector<float>{-1.1351f, 1.3841f}, {1, 2, 1, 1}, Device::cpu());
   Tensor res = t.conv2d(w, 0, 1, 1, 1);
   EXPECT_EQ(res.dims(), (std::vector<size_t>{1, 1, 4, 2}));
-  EXPECT_EQ(round4(res), (std::vector<float>{0.2312f, 5.2238f, 2.3772f, 1.9076f, 2.0256f, -0.5776f, -1.6028f, -1.467f}));
+  EXPECT_EQ(round4(res),
+            (std::vector<float>{0.2312f, 5.2238f, 2.3772f, 1.9076f, 2.0256f, -0.5776f, -1.6028f, -1.467f}));
 }
 
 // ---- against the reference ------------------------------------------------------------
@@ -184,15 +190,17 @@ void check_case(const Case& c, DType dt, float tol) {
   std::vector<float> g = f32(got);
   // rounding grows with the sqrt of the number of products summed (unit-normal inputs)
   const float scale = std::sqrt(float(c.ci / c.groups * c.kh * c.kw));
-  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], want[i], tol * (scale + std::fabs(want[i]))) << "at " << i;
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], want[i], tol * (scale + std::fabs(want[i]))) << "at " << i;
 }
 
 TEST(Conv2d, matches_reference_f32_shapes) {
   const std::vector<Case> cases = {
-      {1, 3, 17, 19, 8, 3, 3, 1, 1, 1, 1},  {2, 5, 9, 8, 4, 5, 5, 2, 2, 1, 1},  {1, 4, 12, 11, 6, 3, 3, 2, 1, 2, 2},
-      {3, 6, 7, 7, 6, 3, 3, 1, 1, 1, 6},    {1, 8, 10, 10, 16, 1, 1, 0, 1, 1, 1}, {1, 8, 10, 10, 16, 1, 1, 0, 2, 1, 1},
-      {1, 2, 5, 9, 3, 7, 3, 3, 1, 1, 1},    {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1}, {2, 32, 13, 15, 48, 3, 3, 1, 1, 1, 1},
-      {1, 16, 9, 9, 12, 1, 1, 1, 1, 1, 4}};
+      {1, 3, 17, 19, 8, 3, 3, 1, 1, 1, 1},   {2, 5, 9, 8, 4, 5, 5, 2, 2, 1, 1},
+      {1, 4, 12, 11, 6, 3, 3, 2, 1, 2, 2},   {3, 6, 7, 7, 6, 3, 3, 1, 1, 1, 6},
+      {1, 8, 10, 10, 16, 1, 1, 0, 1, 1, 1},  {1, 8, 10, 10, 16, 1, 1, 0, 2, 1, 1},
+      {1, 2, 5, 9, 3, 7, 3, 3, 1, 1, 1},     {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1},
+      {2, 32, 13, 15, 48, 3, 3, 1, 1, 1, 1}, {1, 16, 9, 9, 12, 1, 1, 1, 1, 1, 4}};
   // Winograd F(4x4, 3x3) (the 3x3 stride-1 cases with >= 16 channels) loses a few more bits
   for (const Case& c : cases) check_case(c, DType::F32, 5e-5f);
 }
@@ -210,7 +218,9 @@ TEST(Conv2d, matches_reference_f16_bf16) {
 
 TEST(Conv2d, f64_exact_small_integers) {
   // integer inputs: every product and sum is exact in f64
-  Tensor x = Tensor::arange_step(0.0, 2.0 * 3 * 6 * 5, 1.0, Device::cpu()).to_dtype(DType::F64).reshape({2, 3, 6, 5});
+  Tensor x = Tensor::arange_step(0.0, 2.0 * 3 * 6 * 5, 1.0, Device::cpu())
+                 .to_dtype(DType::F64)
+                 .reshape({2, 3, 6, 5});
   Tensor k = Tensor::arange_step(-20.0, 34.0, 1.0, Device::cpu()).to_dtype(DType::F64).reshape({2, 3, 3, 3});
   Tensor got = x.conv2d(k, 1, 2, 1, 1);
   std::vector<float> want = ref_conv2d(x, k, 1, 2, 1, 1);
@@ -269,11 +279,11 @@ TEST(Conv2d, strided_inputs_and_kernels_match_contiguous) {
     ASSERT_EQ(v.size() * 4, want.size());
     EXPECT_EQ(std::memcmp(v.data(), want.data(), want.size()), 0);
   };
-  same(permuted_view(x), k);                            // transposed input
-  same(x, permuted_view(k));                            // transposed kernel
-  same(test_util::offset_view(x), k);                   // input at an offset
-  same(x, test_util::offset_view(k, 3));                // kernel at an offset (contiguous view)
-  same(test_util::offset_view(x), permuted_view(k));    // both
+  same(permuted_view(x), k);                          // transposed input
+  same(x, permuted_view(k));                          // transposed kernel
+  same(test_util::offset_view(x), k);                 // input at an offset
+  same(x, test_util::offset_view(k, 3));              // kernel at an offset (contiguous view)
+  same(test_util::offset_view(x), permuted_view(k));  // both
   // narrowed: the kernel is the middle 8 of 12 output channels, the input a narrow of width
   Tensor kbig = Tensor::cat({randn({2, 3, 3, 3}), k, randn({2, 3, 3, 3})}, 0);
   same(x, kbig.narrow(0, 2, 8));
@@ -308,8 +318,8 @@ TEST(Conv2dFused, bias_and_activation_match_unfused_f32) {
   // bias only, activation only
   expect_near_vec(f32(x.conv2d_fused(k, bias, 0, 2, 1, 1, std::nullopt)),
                   f32(x.conv2d(k, 0, 2, 1, 1).broadcast_add(bias.reshape({1, 12, 1, 1}))), 1e-5f);
-  expect_near_vec(f32(x.conv2d_fused(k, std::nullopt, 0, 1, 2, 1, UnaryOp::Relu)), f32(x.conv2d(k, 0, 1, 2, 1).relu()),
-                  0.0f);
+  expect_near_vec(f32(x.conv2d_fused(k, std::nullopt, 0, 1, 2, 1, UnaryOp::Relu)),
+                  f32(x.conv2d(k, 0, 1, 2, 1).relu()), 0.0f);
 }
 
 TEST(Conv2dFused, f16_and_pointwise) {
@@ -413,21 +423,52 @@ void expect_error(const std::function<void()>& fn, ErrorKind kind, const std::st
 
 TEST(ConvErrors, clear_messages) {
   Tensor x = randn({1, 4, 8, 8});
-  expect_error([&] { x.conv2d(randn({2, 3, 3, 3}), 0, 1, 1, 1); }, ErrorKind::ShapeMismatch, "in_channel mismatch");
-  expect_error([&] { x.conv2d(randn({2, 4, 9, 3}), 0, 1, 1, 1); }, ErrorKind::ShapeMismatch, "larger than the padded input");
-  expect_error([&] { x.conv2d(randn({2, 4, 3, 3}), 0, 1, 5, 1); }, ErrorKind::ShapeMismatch, "larger than the padded input");
+  expect_error(
+      [&] {
+        x.conv2d(randn({2, 3, 3, 3}), 0, 1, 1, 1);
+      },
+      ErrorKind::ShapeMismatch, "in_channel mismatch");
+  expect_error(
+      [&] {
+        x.conv2d(randn({2, 4, 9, 3}), 0, 1, 1, 1);
+      },
+      ErrorKind::ShapeMismatch, "larger than the padded input");
+  expect_error(
+      [&] {
+        x.conv2d(randn({2, 4, 3, 3}), 0, 1, 5, 1);
+      },
+      ErrorKind::ShapeMismatch, "larger than the padded input");
   expect_error([&] { x.conv2d(randn({2, 4, 3, 3}), 0, 0, 1, 1); }, ErrorKind::InvalidArgument, "stride");
   expect_error([&] { x.conv2d(randn({2, 4, 3, 3}), 0, 1, 0, 1); }, ErrorKind::InvalidArgument, "dilation");
-  expect_error([&] { x.conv2d(randn({3, 1, 3, 3}), 0, 1, 1, 3); }, ErrorKind::ShapeMismatch, "do not divide the input");
-  expect_error([&] { x.conv2d(randn({3, 2, 3, 3}), 0, 1, 1, 2); }, ErrorKind::ShapeMismatch, "do not divide the output");
+  expect_error(
+      [&] {
+        x.conv2d(randn({3, 1, 3, 3}), 0, 1, 1, 3);
+      },
+      ErrorKind::ShapeMismatch, "do not divide the input");
+  expect_error(
+      [&] {
+        x.conv2d(randn({3, 2, 3, 3}), 0, 1, 1, 2);
+      },
+      ErrorKind::ShapeMismatch, "do not divide the output");
   expect_error([&] { x.conv2d(randn({2, 4, 3}), 0, 1, 1, 1); }, ErrorKind::ShapeMismatch, "conv2d");
-  expect_error([&] { x.conv2d(randn({2, 4, 3, 3}, DType::F64), 0, 1, 1, 1); }, ErrorKind::DTypeMismatch, "conv2d");
+  expect_error(
+      [&] {
+        x.conv2d(randn({2, 4, 3, 3}, DType::F64), 0, 1, 1, 1);
+      },
+      ErrorKind::DTypeMismatch, "conv2d");
   Tensor xi = Tensor::zeros({1, 4, 8, 8}, DType::I64, Device::cpu());
-  expect_error([&] { xi.conv2d(Tensor::zeros({2, 4, 3, 3}, DType::I64, Device::cpu()), 0, 1, 1, 1); },
-               ErrorKind::UnsupportedOp, "conv2d");
+  expect_error(
+      [&] {
+        xi.conv2d(Tensor::zeros({2, 4, 3, 3}, DType::I64, Device::cpu()), 0, 1, 1, 1);
+      },
+      ErrorKind::UnsupportedOp, "conv2d");
   Tensor x1 = randn({1, 4, 8});
   expect_error([&] { x1.conv1d(randn({2, 3, 3}), 0, 1, 1, 1); }, ErrorKind::ShapeMismatch, "conv1d");
-  expect_error([&] { x1.conv1d(randn({2, 4, 11}), 1, 1, 1, 1); }, ErrorKind::ShapeMismatch, "larger than the padded input");
+  expect_error(
+      [&] {
+        x1.conv1d(randn({2, 4, 11}), 1, 1, 1, 1);
+      },
+      ErrorKind::ShapeMismatch, "larger than the padded input");
   expect_error([&] { x1.conv1d(randn({2, 4, 3}), 0, 0, 1, 1); }, ErrorKind::InvalidArgument, "stride");
 }
 
@@ -471,7 +512,8 @@ TEST(ConvWinograd, matches_im2col_within_1e4_relative) {
     ASSERT_EQ(got.dims(), want.dims());
     const auto g = f32(got), w = f32(want);
     const float scale = std::sqrt(24.f * 9.f);  // typical magnitude of a sum of 216 unit products
-    for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-4f * scale) << "pad " << pad << " at " << i;
+    for (size_t i = 0; i < g.size(); ++i)
+      ASSERT_NEAR(g[i], w[i], 1e-4f * scale) << "pad " << pad << " at " << i;
     expect_near_vec(g, ref_conv2d(x, k, pad, 1, 1, 1), 1e-4f * scale);
   }
 }
@@ -507,7 +549,9 @@ TEST(ConvWinograd, strided_views_give_identical_bytes) {
   const auto want = x.conv2d(k, 1, 1, 1, 1).flatten_to_vec<float>();
   EXPECT_EQ(permuted_view(x).conv2d(k, 1, 1, 1, 1).flatten_to_vec<float>(), want);
   EXPECT_EQ(x.conv2d(permuted_view(k), 1, 1, 1, 1).flatten_to_vec<float>(), want);
-  EXPECT_EQ(test_util::offset_view(x, 1).conv2d(test_util::offset_view(k, 2), 1, 1, 1, 1).flatten_to_vec<float>(), want);
+  EXPECT_EQ(
+      test_util::offset_view(x, 1).conv2d(test_util::offset_view(k, 2), 1, 1, 1, 1).flatten_to_vec<float>(),
+      want);
 }
 
 }  // namespace

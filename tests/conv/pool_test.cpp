@@ -62,27 +62,30 @@ void expect_error(Fn&& fn, ErrorKind kind, const std::vector<std::string>& parts
 // ---- candle-core/tests/pool_tests.rs ----------------------------------------------------------
 
 TEST(PoolCandle, AvgPool2d) {
-  Tensor t = Tensor::from_vec(std::vector<float>{1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 4, 4}, cpu());
+  Tensor t = Tensor::from_vec(std::vector<float>{1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                              {1, 1, 4, 4}, cpu());
   EXPECT_EQ(f32s(t.avg_pool2d(2)), (std::vector<float>{0.5f, 1.f, 1.f, 1.f}));
-  Tensor u = Tensor::from_vec(std::vector<float>{1, 2, 1, 3, 0, 0, 1, 1, 1, 1, 1, 1, 5, 1, 1, 1}, {1, 1, 2, 8}, cpu());
+  Tensor u = Tensor::from_vec(std::vector<float>{1, 2, 1, 3, 0, 0, 1, 1, 1, 1, 1, 1, 5, 1, 1, 1},
+                              {1, 1, 2, 8}, cpu());
   Tensor p = u.avg_pool2d(2);
   EXPECT_EQ(p.dims(), (std::vector<size_t>{1, 1, 1, 4}));
   EXPECT_EQ(f32s(p), (std::vector<float>{5.f / 4, 6.f / 4, 6.f / 4, 1.f}));
 }
 
 TEST(PoolCandle, MaxPool2d) {
-  Tensor t = Tensor::from_vec(std::vector<float>{1, 2, 1, 3, 0, 0, 1, 1, 1, 1, 1, 1, 5, 1, 1, 1}, {1, 1, 4, 4}, cpu());
+  Tensor t = Tensor::from_vec(std::vector<float>{1, 2, 1, 3, 0, 0, 1, 1, 1, 1, 1, 1, 5, 1, 1, 1},
+                              {1, 1, 4, 4}, cpu());
   EXPECT_EQ(f32s(t.max_pool2d(2)), (std::vector<float>{2, 3, 5, 1}));
   EXPECT_EQ(f32s(t.reshape({1, 1, 2, 8}).max_pool2d(2)), (std::vector<float>{2, 3, 5, 1}));
 }
 
 TEST(PoolCandle, AvgPool2dPytorch) {
   Tensor t = Tensor::from_vec(
-                 std::vector<float>{0.4056f,  -0.8689f, -0.0773f, -1.5630f, -2.8012f, -1.5059f, 0.3972f,  1.0852f,
-                                    0.4997f,  3.0616f,  1.6541f,  0.0964f,  -0.8338f, -1.6523f, -0.8323f, -0.1699f,
-                                    0.0823f,  0.3526f,  0.6843f,  0.2395f,  1.2279f,  -0.9287f, -1.7030f, 0.1370f,
-                                    0.6047f,  0.3770f,  -0.6266f, 0.3529f,  2.2013f,  -0.6836f, 0.2477f,  1.3127f},
-                 {1, 2, 4, 4}, cpu());
+      std::vector<float>{0.4056f, -0.8689f, -0.0773f, -1.5630f, -2.8012f, -1.5059f, 0.3972f,  1.0852f,
+                         0.4997f, 3.0616f,  1.6541f,  0.0964f,  -0.8338f, -1.6523f, -0.8323f, -0.1699f,
+                         0.0823f, 0.3526f,  0.6843f,  0.2395f,  1.2279f,  -0.9287f, -1.7030f, 0.1370f,
+                         0.6047f, 0.3770f,  -0.6266f, 0.3529f,  2.2013f,  -0.6836f, 0.2477f,  1.3127f},
+      {1, 2, 4, 4}, cpu());
   EXPECT_EQ(round4(t.avg_pool2d(2)),
             (std::vector<float>{-1.1926f, -0.0395f, 0.2688f, 0.1871f, 0.1835f, -0.1606f, 0.6249f, 0.3217f}));
   EXPECT_EQ(round4(t.avg_pool2d(3)), (std::vector<float>{0.085f, 0.0078f}));
@@ -94,7 +97,8 @@ TEST(PoolCandle, UpsampleNearest2d) {
   Tensor t = arange_f32(6, {1, 1, 2, 3});
   Tensor u = t.upsample_nearest2d(4, 6);
   EXPECT_EQ(u.dims(), (std::vector<size_t>{1, 1, 4, 6}));
-  EXPECT_EQ(f32s(u), (std::vector<float>{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 3, 3, 4, 4, 5, 5}));
+  EXPECT_EQ(f32s(u),
+            (std::vector<float>{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 3, 3, 4, 4, 5, 5}));
   EXPECT_EQ(f32s(t.interpolate2d(4, 6)), f32s(u));
 }
 
@@ -130,9 +134,11 @@ TEST(PoolCandle, BilinearMultiChannel) {
   Tensor out = in.upsample_bilinear2d(8, 8, false);
   ASSERT_EQ(out.dims(), (std::vector<size_t>{1, 2, 8, 8}));
   test_util::expect_near_vec(f32s(out.get(0).get(0).get(0)),
-                             {1.9269f, 1.8170f, 1.5972f, 1.3406f, 1.0474f, 0.1492f, -1.3540f, -2.1055f}, 1e-3f);
+                             {1.9269f, 1.8170f, 1.5972f, 1.3406f, 1.0474f, 0.1492f, -1.3540f, -2.1055f},
+                             1e-3f);
   test_util::expect_near_vec(f32s(out.get(0).get(1).get(0)),
-                             {1.6423f, 1.1918f, 0.2909f, -0.2440f, -0.4129f, -0.2632f, 0.2053f, 0.4396f}, 1e-3f);
+                             {1.6423f, 1.1918f, 0.2909f, -0.2440f, -0.4129f, -0.2632f, 0.2053f, 0.4396f},
+                             1e-3f);
 }
 
 TEST(PoolCandle, BilinearAlignCornersTrue) {
@@ -189,13 +195,15 @@ TEST(PoolCandle, BilinearOutputDimensions) {
   EXPECT_EQ(one.dims(), (V{1, 1, 1, 1}));
   // PyTorch: the 1x1 output samples the input at (1.5, 1.5), the mean of 5, 6, 9, 10
   EXPECT_FLOAT_EQ(f32s(one)[0], 7.5f);
-  EXPECT_EQ(arange_f32(4, {1, 1, 2, 2}).upsample_bilinear2d_with_scale(5.0, 5.0, false).dims(), (V{1, 1, 10, 10}));
+  EXPECT_EQ(arange_f32(4, {1, 1, 2, 2}).upsample_bilinear2d_with_scale(5.0, 5.0, false).dims(),
+            (V{1, 1, 10, 10}));
 }
 
 TEST(PoolCandle, BilinearIdentityAndAlignCornersDiffer) {
   Tensor t = arange_f32(16, {1, 1, 4, 4});
   EXPECT_EQ(f32s(t.upsample_bilinear2d(4, 4, false)), f32s(t));
-  std::vector<float> a = f32s(t.upsample_bilinear2d(8, 8, false)), b = f32s(t.upsample_bilinear2d(8, 8, true));
+  std::vector<float> a = f32s(t.upsample_bilinear2d(8, 8, false)),
+                     b = f32s(t.upsample_bilinear2d(8, 8, true));
   float diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff += std::fabs(a[i] - b[i]);
   EXPECT_GT(diff, 0.1f);
@@ -248,7 +256,8 @@ void expect_matches(const Tensor& got, const Tensor& want, const std::string& na
 }
 
 // Runs `fn(input, what)` for each expected output named <prefix>/.../<what>.
-size_t for_grid(const std::string& prefix, const std::function<Tensor(const Tensor&, const std::string&)>& fn) {
+size_t for_grid(const std::string& prefix,
+                const std::function<Tensor(const Tensor&, const std::string&)>& fn) {
   size_t n = 0;
   for (const auto& [name, want] : grid()) {
     if (name.rfind(prefix + "/", 0) != 0) continue;
@@ -384,8 +393,14 @@ namespace {
 
 std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> layout_ops(bool is_float) {
   std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
-      {"max k2 s1", [](const Tensor& t) { return t.max_pool2d_with_stride({2, 2}, {1, 1}); }},
-      {"max k3x2 s2x3", [](const Tensor& t) { return t.max_pool2d_with_stride({3, 2}, {2, 3}); }},
+      {"max k2 s1",
+       [](const Tensor& t) {
+         return t.max_pool2d_with_stride({2, 2}, {1, 1});
+       }},
+      {"max k3x2 s2x3",
+       [](const Tensor& t) {
+         return t.max_pool2d_with_stride({3, 2}, {2, 3});
+       }},
       {"max 2x2", [](const Tensor& t) { return t.max_pool2d(2); }},
       {"nearest x2", [](const Tensor& t) { return t.upsample_nearest2d(14, 18); }},
       {"nearest 17x20", [](const Tensor& t) { return t.upsample_nearest2d(17, 20); }},
@@ -397,7 +412,8 @@ std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> layout
     ops.push_back({"avg k3 s2x1", [](const Tensor& t) { return t.avg_pool2d_with_stride({3, 3}, {2, 1}); }});
     ops.push_back({"bilinear", [](const Tensor& t) { return t.upsample_bilinear2d(11, 20, false); }});
     ops.push_back({"bilinear ac", [](const Tensor& t) { return t.upsample_bilinear2d(5, 4, true); }});
-    ops.push_back({"bilinear scale", [](const Tensor& t) { return t.upsample_bilinear2d_with_scale(1.5, 0.7, false); }});
+    ops.push_back({"bilinear scale",
+                   [](const Tensor& t) { return t.upsample_bilinear2d_with_scale(1.5, 0.7, false); }});
   }
   return ops;
 }
@@ -446,13 +462,25 @@ TEST(PoolDeterminism, SameBytesForOneTwoThreeThreads) {
   Tensor xt = x.transpose(2, 3);
   std::vector<std::pair<const char*, std::function<Tensor()>>> ops = {
       {"avg 2x2", [&] { return x.avg_pool2d(2); }},
-      {"avg k3 s1", [&] { return x.avg_pool2d_with_stride({3, 3}, {1, 1}); }},
-      {"avg bf16 k3 s2", [&] { return xh.avg_pool2d_with_stride({3, 3}, {2, 2}); }},
+      {"avg k3 s1",
+       [&] {
+         return x.avg_pool2d_with_stride({3, 3}, {1, 1});
+       }},
+      {"avg bf16 k3 s2",
+       [&] {
+         return xh.avg_pool2d_with_stride({3, 3}, {2, 2});
+       }},
       {"max 2x2", [&] { return x.max_pool2d(2); }},
-      {"max transposed k2 s1", [&] { return xt.max_pool2d_with_stride({2, 2}, {1, 1}); }},
+      {"max transposed k2 s1",
+       [&] {
+         return xt.max_pool2d_with_stride({2, 2}, {1, 1});
+       }},
       {"nearest x2", [&] { return x.upsample_nearest2d(256, 260); }},
       {"nearest 200x150", [&] { return x.upsample_nearest2d(200, 150); }},
-      {"nearest1d", [&] { return x.reshape({16, 128, 130}).upsample_nearest1d(300); }},
+      {"nearest1d",
+       [&] {
+         return x.reshape({16, 128, 130}).upsample_nearest1d(300);
+       }},
       {"bilinear", [&] { return x.upsample_bilinear2d(200, 190, false); }},
       {"bilinear ac bf16", [&] { return xh.upsample_bilinear2d(100, 300, true); }},
       {"bilinear scale", [&] { return xt.upsample_bilinear2d_with_scale(1.7, 0.6, false); }},
@@ -480,7 +508,8 @@ TEST(PoolLarge, NearestStreamedOutputEqualsPerChannel) {
     DType dt;
   };
   // f32 x8 (replicated rows, 84 MB); bf16 to an odd, non-integer width (gathered rows, 69 MB).
-  for (const Case& c : {Case{{1, 5, 256, 256}, 2048, 2048, DType::F32}, Case{{1, 2, 300, 301}, 4800, 3613, DType::BF16}}) {
+  for (const Case& c :
+       {Case{{1, 5, 256, 256}, 2048, 2048, DType::F32}, Case{{1, 2, 300, 301}, 4800, 3613, DType::BF16}}) {
     Tensor x = Tensor::randn(0.f, 1.f, c.in, dev).to_dtype(c.dt);
     Tensor big = x.upsample_nearest2d(c.oh, c.ow);
     ASSERT_GT(big.elem_count() * dtype_size(c.dt), size_t{64} << 20);
@@ -497,15 +526,21 @@ TEST(PoolLarge, NearestStreamedOutputEqualsPerChannel) {
 TEST(PoolErrors, KernelLargerThanInput) {
   Tensor x = Tensor::zeros({1, 2, 3, 5}, DType::F32, cpu());
   expect_error([&] { x.avg_pool2d(4); }, ErrorKind::InvalidArgument, {"avg_pool2d", "[1, 2, 3, 5]"});
-  expect_error([&] { x.max_pool2d_with_stride({2, 6}, {1, 1}); }, ErrorKind::InvalidArgument,
-               {"max_pool2d", "[1, 2, 3, 5]"});
+  expect_error(
+      [&] {
+        x.max_pool2d_with_stride({2, 6}, {1, 1});
+      },
+      ErrorKind::InvalidArgument, {"max_pool2d", "[1, 2, 3, 5]"});
 }
 
 TEST(PoolErrors, ZeroKernelOrStride) {
   Tensor x = Tensor::zeros({1, 2, 3, 5}, DType::F32, cpu());
   expect_error([&] { x.avg_pool2d(0); }, ErrorKind::InvalidArgument, {"avg_pool2d", "[1, 2, 3, 5]"});
-  expect_error([&] { x.max_pool2d_with_stride({2, 2}, {0, 1}); }, ErrorKind::InvalidArgument,
-               {"max_pool2d", "[1, 2, 3, 5]"});
+  expect_error(
+      [&] {
+        x.max_pool2d_with_stride({2, 2}, {0, 1});
+      },
+      ErrorKind::InvalidArgument, {"max_pool2d", "[1, 2, 3, 5]"});
 }
 
 TEST(PoolErrors, WrongRank) {
@@ -513,8 +548,10 @@ TEST(PoolErrors, WrongRank) {
   Tensor x4 = Tensor::zeros({1, 2, 3, 5}, DType::F32, cpu());
   expect_error([&] { x3.avg_pool2d(2); }, ErrorKind::ShapeMismatch, {"avg_pool2d", "[2, 3, 5]"});
   expect_error([&] { x3.max_pool2d(2); }, ErrorKind::ShapeMismatch, {"max_pool2d", "[2, 3, 5]"});
-  expect_error([&] { x3.upsample_nearest2d(4, 4); }, ErrorKind::ShapeMismatch, {"upsample_nearest2d", "[2, 3, 5]"});
-  expect_error([&] { x4.upsample_nearest1d(4); }, ErrorKind::ShapeMismatch, {"upsample_nearest1d", "[1, 2, 3, 5]"});
+  expect_error([&] { x3.upsample_nearest2d(4, 4); }, ErrorKind::ShapeMismatch,
+               {"upsample_nearest2d", "[2, 3, 5]"});
+  expect_error([&] { x4.upsample_nearest1d(4); }, ErrorKind::ShapeMismatch,
+               {"upsample_nearest1d", "[1, 2, 3, 5]"});
   expect_error([&] { x3.upsample_bilinear2d(4, 4, false); }, ErrorKind::ShapeMismatch,
                {"upsample_bilinear2d", "[2, 3, 5]"});
 }
@@ -530,7 +567,8 @@ TEST(PoolErrors, FloatOnlyOpsRejectIntegers) {
 
 TEST(PoolErrors, BadScales) {
   Tensor x = Tensor::zeros({1, 1, 4, 4}, DType::F32, cpu());
-  for (double s : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+  for (double s :
+       {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     expect_error([&] { x.upsample_bilinear2d_with_scale(s, 2.0, false); }, ErrorKind::InvalidArgument,
                  {"upsample_bilinear2d_with_scale", "[1, 1, 4, 4]"});
   }
@@ -538,9 +576,13 @@ TEST(PoolErrors, BadScales) {
 
 TEST(PoolErrors, EmptyInputToNonEmptyOutput) {
   Tensor x = Tensor::zeros({1, 1, 0, 4}, DType::F32, cpu());
-  expect_error([&] { x.upsample_nearest2d(2, 2); }, ErrorKind::InvalidArgument, {"upsample_nearest2d", "[1, 1, 0, 4]"});
+  expect_error([&] { x.upsample_nearest2d(2, 2); }, ErrorKind::InvalidArgument,
+               {"upsample_nearest2d", "[1, 1, 0, 4]"});
   expect_error([&] { x.upsample_bilinear2d(2, 2, false); }, ErrorKind::InvalidArgument,
                {"upsample_bilinear2d", "[1, 1, 0, 4]"});
-  expect_error([&] { Tensor::zeros({1, 1, 0}, DType::F32, cpu()).upsample_nearest1d(3); }, ErrorKind::InvalidArgument,
-               {"upsample_nearest1d", "[1, 1, 0]"});
+  expect_error(
+      [&] {
+        Tensor::zeros({1, 1, 0}, DType::F32, cpu()).upsample_nearest1d(3);
+      },
+      ErrorKind::InvalidArgument, {"upsample_nearest1d", "[1, 1, 0]"});
 }
