@@ -667,3 +667,17 @@ TEST(ShapeThreads, BigCopiesAreIdenticalForAnyThreadCount) {
   EXPECT_EQ(flipped.back(), 0.f);
   EXPECT_EQ(a.t().reshape({257 * 300}).to_vec1<float>()[301], 257.f + 1.f);
 }
+
+TEST(ShapeIndexing, ListsAndTensorsOfIndices) {
+  Device dev = Device::cpu();
+  Tensor t = Tensor::arange<float>(0, 12, dev).reshape({3, 4});
+  // a list selects rows (index_select along dim 0); negative entries count from the end
+  EXPECT_EQ(t.i(std::vector<int64_t>{2, 0}).to_vec2<float>(),
+            (std::vector<std::vector<float>>{{8, 9, 10, 11}, {0, 1, 2, 3}}));
+  EXPECT_EQ(t.i({Slice::all(), std::vector<int64_t>{-1, 1}}).to_vec2<float>(),
+            (std::vector<std::vector<float>>{{3, 1}, {7, 5}, {11, 9}}));
+  Tensor ids = Tensor::new_({1u, 1u, 2u}, dev);
+  EXPECT_EQ(t.i({1, ids}).to_vec1<float>(), (std::vector<float>{5, 5, 6}));
+  EXPECT_THROW(t.i(std::vector<int64_t>{3}), Error);
+  EXPECT_THROW(t.i({Slice::all(), std::vector<int64_t>{-5}}), Error);
+}
