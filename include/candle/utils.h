@@ -13,8 +13,12 @@ size_t get_num_threads();
 void set_num_threads(size_t n);
 
 // Large CPU buffers (>= 1 MiB) are cached after release for reuse, up to
-// CANDLE_CPU_CACHE_LIMIT_MB (default 1024; 0 disables the cache).
+// CANDLE_CPU_CACHE_LIMIT_MB (default: an eighth of the machine's memory, between 1 and
+// 4 GiB; 0 disables the cache).
 size_t cpu_cache_bytes();
+size_t cpu_cache_limit();
+// Changes the cache's limit (frees the cached blocks when they exceed it).
+void set_cpu_cache_limit(size_t bytes);
 // Returns the cached blocks to the system.
 void empty_cpu_cache();
 

@@ -166,3 +166,13 @@ TEST(CpuAllocator, LargeBlocksAreCachedAndReusedClean) {
 #endif
   (void)first;
 }
+
+TEST(CpuAllocator, LimitCanBeChanged) {
+  const size_t before = cpu_cache_limit();
+  set_cpu_cache_limit(0);
+  EXPECT_EQ(cpu_cache_bytes(), 0u);  // lowering the limit frees what no longer fits
+  { Tensor t = Tensor::zeros({1 << 20}, DType::F32, Device::cpu()); }
+  EXPECT_EQ(cpu_cache_bytes(), 0u);  // nothing is kept with a zero limit
+  set_cpu_cache_limit(before);
+  EXPECT_EQ(cpu_cache_limit(), before);
+}
