@@ -8,12 +8,11 @@ contiguous and strided layouts and compares.
 
   /usr/bin/python3 tools/gen_conv_fixtures.py      # Debian's python3-torch (1.13)
 """
-import json
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
+from st_write import write_safetensors
 
 torch.manual_seed(4242)
 C = 4  # channels in and out; groups 1, 2 and C (depthwise)
@@ -58,22 +57,5 @@ for k in (1, 3, 5, 7):
                                 tensors[name + ".f64"] = y
                     n += 1
 
-# ---- write a safetensors file (format: u64 header length, JSON header, data) ----
-ST = {torch.float32: "F32", torch.float64: "F64"}
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "conv_grid.safetensors")
-header, blobs, offset = {}, [], 0
-for name in sorted(tensors):
-    t = tensors[name].contiguous()
-    raw = t.numpy().tobytes()
-    header[name] = {"dtype": ST[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-    blobs.append(raw)
-    offset += len(raw)
-header["__metadata__"] = {"generator": "tools/gen_conv_fixtures.py", "torch": torch.__version__}
-hb = json.dumps(header, separators=(",", ":")).encode()
-hb += b" " * ((8 - len(hb) % 8) % 8)
-with open(out, "wb") as f:
-    f.write(struct.pack("<Q", len(hb)))
-    f.write(hb)
-    for blob in blobs:
-        f.write(blob)
-print(f"wrote {len(tensors)} tensors, {offset} bytes of data to {os.path.normpath(out)}")
+write_safetensors(out, tensors, "tools/gen_conv_fixtures.py")

@@ -12,18 +12,16 @@ f32 covers the whole grid; f64 every third case, f16/bf16 every sixth, with refe
 rounded inputs and rounded once (as candle-cpp computes them).
 """
 import itertools
-import json
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
+from st_write import write_safetensors
 
 torch.manual_seed(4242)
 
 TORCH_DTYPE = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
                "i64": torch.int64}
-ST_DTYPE = {"f32": "F32", "f64": "F64", "f16": "F16", "bf16": "BF16", "i64": "I64"}
 
 tensors = {}
 
@@ -71,25 +69,5 @@ for dt in ["f32", "f64", "f16", "bf16"]:
              lambda x, w, c=c2: F.conv_transpose2d(x, w, padding=c["p"], output_padding=c["op"], stride=c["s"],
                                                    dilation=c["d"]))
 
-# ---- write a safetensors file (format: u64 header length, JSON header, data) ----
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "convt_grid.safetensors")
-header = {}
-blobs = []
-offset = 0
-for name in sorted(tensors):
-    t = tensors[name]
-    dt = {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
-    raw = t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
-    header[name] = {"dtype": ST_DTYPE[dt], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-    blobs.append(raw)
-    offset += len(raw)
-header["__metadata__"] = {"generator": "tools/gen_convt_fixtures.py", "torch": torch.__version__}
-hb = json.dumps(header, separators=(",", ":")).encode()
-hb += b" " * ((8 - len(hb) % 8) % 8)
-os.makedirs(os.path.dirname(out), exist_ok=True)
-with open(out, "wb") as f:
-    f.write(struct.pack("<Q", len(hb)))
-    f.write(hb)
-    for b in blobs:
-        f.write(b)
-print(f"wrote {len(tensors)} tensors, {offset} bytes of data to {os.path.normpath(out)}")
+write_safetensors(out, tensors, "tools/gen_convt_fixtures.py")

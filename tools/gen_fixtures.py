@@ -14,12 +14,11 @@ Layouts (applied to each [6, 8] input):
   broadcast  x[1:2].expand(6, 8)         -> [6, 8]  (row stride 0)
 f16/bf16 references are computed in f32 and rounded once, as candle-cpp computes them.
 """
-import json
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
+from st_write import write_safetensors
 
 torch.manual_seed(1234)
 
@@ -34,7 +33,6 @@ LAYOUTS = {
 FLOATS = ["f32", "f64", "f16", "bf16"]
 TORCH_DTYPE = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
                "i64": torch.int64, "i32": torch.int32, "u8": torch.uint8}
-ST_DTYPE = {"f32": "F32", "f64": "F64", "f16": "F16", "bf16": "BF16", "i64": "I64", "i32": "I32", "u8": "U8"}
 
 tensors = {}
 
@@ -128,28 +126,5 @@ run("matmul", FLOATS, lambda a, b: a @ b.t(), ("any", "any"))
 run("where_cond", ["f32", "f64", "i64"], lambda c, a, b: torch.where(c > 0, a, b), ("any", "any", "any"))
 run("to_f32", ["f64", "f16", "bf16", "i64", "i32", "u8"], lambda x: x.to(torch.float32), cast_back=False)
 
-# ---- write a safetensors file (format: u64 header length, JSON header, data) ----
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "ops_grid.safetensors")
-header = {}
-blobs = []
-offset = 0
-for name in sorted(tensors):
-    t = tensors[name]
-    dt = {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
-    if t.dtype == torch.bfloat16:
-        raw = t.view(torch.int16).numpy().tobytes()
-    else:
-        raw = t.numpy().tobytes()
-    header[name] = {"dtype": ST_DTYPE[dt], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-    blobs.append(raw)
-    offset += len(raw)
-header["__metadata__"] = {"generator": "tools/gen_fixtures.py", "torch": torch.__version__}
-hb = json.dumps(header, separators=(",", ":")).encode()
-hb += b" " * ((8 - len(hb) % 8) % 8)
-os.makedirs(os.path.dirname(out), exist_ok=True)
-with open(out, "wb") as f:
-    f.write(struct.pack("<Q", len(hb)))
-    f.write(hb)
-    for b in blobs:
-        f.write(b)
-print(f"wrote {len(tensors)} tensors, {offset} bytes of data to {os.path.normpath(out)}")
+write_safetensors(out, tensors, "tools/gen_fixtures.py")

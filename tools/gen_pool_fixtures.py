@@ -20,18 +20,16 @@ it as floor(dst * (in / out)) with the ratio in f64, which is one too small at s
 multiples (e.g. in 2, out 98, dst 49: candle 0, PyTorch 1); candle-cpp uses the exact integer
 formula. This script checks PyTorch against the exact formula for in <= 64, out <= 128.
 """
-import json
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
+from st_write import write_safetensors
 
 torch.manual_seed(4242)
 
 TORCH_DTYPE = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
                "i64": torch.int64, "u8": torch.uint8}
-ST_DTYPE = {"f32": "F32", "f64": "F64", "f16": "F16", "bf16": "BF16", "i64": "I64", "u8": "U8"}
 FLOATS = ["f32", "f64", "f16", "bf16"]
 
 tensors = {}
@@ -124,29 +122,5 @@ for dt in FLOATS:
                                   recompute_scale_factor=False)
                 put(f"bilinear/{dt}/{sid}/scale_{sh}x{sw}_ac{int(ac)}", y.to(ref_dtype(dt)))
 
-# ---- write a safetensors file (format: u64 header length, JSON header, data) ----
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "pool_grid.safetensors")
-header = {}
-blobs = []
-offset = 0
-inv = {v: k for k, v in TORCH_DTYPE.items()}
-for name in sorted(tensors):
-    t = tensors[name]
-    if t.dtype == torch.bfloat16:
-        raw = t.view(torch.int16).numpy().tobytes()
-    else:
-        raw = t.numpy().tobytes()
-    header[name] = {"dtype": ST_DTYPE[inv[t.dtype]], "shape": list(t.shape),
-                    "data_offsets": [offset, offset + len(raw)]}
-    blobs.append(raw)
-    offset += len(raw)
-header["__metadata__"] = {"generator": "tools/gen_pool_fixtures.py", "torch": torch.__version__}
-hb = json.dumps(header, separators=(",", ":")).encode()
-hb += b" " * ((8 - len(hb) % 8) % 8)
-os.makedirs(os.path.dirname(out), exist_ok=True)
-with open(out, "wb") as f:
-    f.write(struct.pack("<Q", len(hb)))
-    f.write(hb)
-    for b in blobs:
-        f.write(b)
-print(f"wrote {len(tensors)} tensors, {offset} bytes of data to {os.path.normpath(out)}")
+write_safetensors(out, tensors, "tools/gen_pool_fixtures.py")
