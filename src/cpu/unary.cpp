@@ -120,12 +120,12 @@ bool is_integral_value(double v, double lo, double hi) {
 }  // namespace
 
 StoragePtr CpuStorage::unary(UnaryOp op, const Layout& l) const {
-  if (dtype_is_int(dtype_) && !cpu::ops::unary_supports_int(op)) unsupported(dtype_, unary_op_name(op));
+  if (dtype_is_int(dtype_) && !unary_op_supports_int(op)) unsupported(dtype_, unary_op_name(op));
   check_bounds(*this, l, unary_op_name(op));
   return cpu::ops::with_unary_op(op, [&]<UnaryOp OP>() -> StoragePtr {
     return dispatch(dtype_, [&]<typename T>() -> StoragePtr {
       using C = compute_t<T>;
-      if constexpr (std::is_integral_v<C> && !cpu::ops::unary_supports_int(OP)) {
+      if constexpr (std::is_integral_v<C> && !unary_op_supports_int(OP)) {
         unsupported(dtype_, unary_op_name(op));  // unreachable: checked above
       } else {
         return map_unary<T>(*this, l, cpu::ops::UnaryFn<OP>{});

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "candle/backend.h"
+#include "core/unary_traits.h"
 #include "cpu/vec_math.h"
 
 namespace candle::cpu::ops {
@@ -29,21 +30,6 @@ template <typename C>
 CANDLE_VM_INLINE C wrap_mul(C a, C b) {
   using U = wide_unsigned_t<C>;
   return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-}
-
-// The ops that have an integer version (identity for ceil/floor/round).
-constexpr bool unary_supports_int(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg:
-    case UnaryOp::Abs:
-    case UnaryOp::Sqr:
-    case UnaryOp::Relu:
-    case UnaryOp::Sign:
-    case UnaryOp::Ceil:
-    case UnaryOp::Floor:
-    case UnaryOp::Round: return true;
-    default: return false;
-  }
 }
 
 // f(x) of one unary op on the compute type C (float, double or an integer type).

@@ -4,27 +4,14 @@
 #include <string>
 
 #include "candle/tensor.h"
+#include "core/unary_traits.h"
 #include "ops/op_util.h"
 
 namespace candle {
 namespace {
 
-constexpr bool unary_int_ok(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg:
-    case UnaryOp::Abs:
-    case UnaryOp::Sqr:
-    case UnaryOp::Relu:
-    case UnaryOp::Sign:
-    case UnaryOp::Ceil:
-    case UnaryOp::Floor:
-    case UnaryOp::Round: return true;
-    default: return false;
-  }
-}
-
 Tensor unary(const Tensor& t, UnaryOp op) {
-  if (!unary_int_ok(op)) ops::check_float(t, unary_op_name(op));
+  if (!unary_op_supports_int(op)) ops::check_float(t, unary_op_name(op));
   return ops::make_result(t.storage()->unary(op, t.layout()), t.shape(), t.dtype(), t.device());
 }
 
