@@ -2,6 +2,7 @@
 #pragma once
 
 #include "candle/backend.h"
+#include "candle/backprop.h"
 #include "candle/device.h"
 #include "candle/display.h"
 #include "candle/dtype.h"

@@ -26,6 +26,7 @@ namespace candle {
 
 struct TensorImpl;
 class Tensor;
+class GradStore;
 
 // A range along one dim for Tensor::i: Slice(1, 4), Slice::all(), Slice::from(2), Slice::to(3).
 // Negative bounds count from the end; an empty range (start == end) is allowed.
@@ -424,6 +425,9 @@ class Tensor {
   Tensor to_device(const Device& device) const;
   // Shares the storage but is not tracked by autograd.
   Tensor detach() const;
+  // Backpropagation from this scalar (one element) tensor: the gradients of every tensor
+  // on a path to a Var (include <candle/backprop.h>).
+  GradStore backward() const;
 
   // ---- files -------------------------------------------------------------------------------
   void save_safetensors(const std::string& name, const std::string& path) const;
