@@ -186,11 +186,13 @@ int main(int argc, char** argv) {
         candle::Tensor::from_vec(img.rgb, {1, 3, h, w}, candle::Device::cpu()).to_device(device);
     img.rgb = {};
     const bool show = tiles_x * tiles_y > 1;
+    const auto n0 = std::chrono::steady_clock::now();
     candle::Tensor y = net.forward_tiled(x, tile ? tile : std::max(w, h), [&](size_t done, size_t total) {
       if (show) std::fprintf(stderr, "\r  tile %zu/%zu", done, total), std::fflush(stderr);
     });
     if (show) std::fprintf(stderr, "\n");
     std::vector<float> out = y.to_device(candle::Device::cpu()).flatten_to_vec<float>();
+    const double net_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - n0).count();
 
     const int channels = img.a.empty() ? 3 : 4;
     std::vector<unsigned char> px(oh * ow * size_t(channels));
@@ -212,8 +214,8 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    std::fprintf(stderr, "wrote %s: %zux%zu -> %zux%zu in %.2f s, peak memory %.1f MiB\n", output.c_str(), w,
-                 h, ow, oh, secs, double(ru.ru_maxrss) / 1024.0);
+    std::fprintf(stderr, "wrote %s: %zux%zu -> %zux%zu in %.2f s (network %.3f s), peak memory %.1f MiB\n",
+                 output.c_str(), w, h, ow, oh, secs, net_secs, double(ru.ru_maxrss) / 1024.0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "candle-upscale: %s\n", e.what());
     return 1;

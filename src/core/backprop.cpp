@@ -16,7 +16,9 @@ std::optional<Tensor> GradStore::remove(const Tensor& t) {
   return g;
 }
 
-std::optional<Tensor> GradStore::insert(const Tensor& t, Tensor grad) { return insert_id(t.id(), std::move(grad)); }
+std::optional<Tensor> GradStore::insert(const Tensor& t, Tensor grad) {
+  return insert_id(t.id(), std::move(grad));
+}
 
 std::optional<Tensor> GradStore::insert_id(TensorId id, Tensor grad) {
   auto [it, inserted] = grads_.try_emplace(id, grad);

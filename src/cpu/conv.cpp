@@ -186,7 +186,10 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
         T* out_blk = out + (bi * g.c_out + co0) * ohw + p0;
         A* c = direct_out ? reinterpret_cast<A*>(out_blk) : s.tile.get();
         const size_t ldc = direct_out ? ohw : n;
-        gemm(cout_g, n, kdim, MatRef<A>{ker + co0 * kdim, kdim, 1}, bmat, c, ldc, false);
+        if constexpr (std::is_same_v<A, float>)
+          gemm_tile_exact(cout_g, n, kdim, MatRef<A>{ker + co0 * kdim, kdim, 1}, bmat, c, ldc, false);
+        else
+          gemm(cout_g, n, kdim, MatRef<A>{ker + co0 * kdim, kdim, 1}, bmat, c, ldc, false);
         for (size_t co = 0; co < cout_g; ++co) {
           A* row = c + co * ldc;
           epilogue(row, n, bias ? bias[co0 + co] : A(0), bias != nullptr, act);

@@ -219,6 +219,9 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
   // block of tiles: a rectangle of rows x cols tiles, about kWinogradBlockBytes of panels
   const size_t per_tile = kXi * (kc + cout) * sizeof(float);
   size_t target = std::clamp<size_t>(kWinogradBlockBytes / per_tile, 16, 512);
+  // blocks big enough that the GEMMs stay clear of OpenBLAS's small-matrix kernels, which
+  // gemm_tile_exact would otherwise widen with zero columns
+  target = std::max(target, std::min<size_t>(512, (size_t{1} << 20) / (cout * kc) + 1));
   const size_t limit = conv_scratch_limit();
   target = std::max<size_t>(1, std::min(target, limit / per_tile));
   if (target < 4) return false;  // the cap leaves no room for useful blocks
@@ -251,8 +254,8 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
                           sub * cin, kc, v.get());
         }
         for (size_t xi = 0; xi < kXi; ++xi) {
-          gemm(cout, t, kc, MatRef<float>{u.data() + xi * cout * kc, kc, 1},
-               MatRef<float>{v.get() + xi * kc * t, t, 1}, m.get() + xi * cout * t, t, false);
+          gemm_tile_exact(cout, t, kc, MatRef<float>{u.data() + xi * cout * kc, kc, 1},
+                          MatRef<float>{v.get() + xi * kc * t, t, 1}, m.get() + xi * cout * t, t, false);
         }
         float* img_out = out + bi * cout * ohw;
         transform_output(g, m.get(), ty0, ty1, tx0, tx1, img_out);

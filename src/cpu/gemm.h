@@ -36,4 +36,13 @@ void gemm(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float*
 void gemm(size_t m, size_t n, size_t k, MatRef<double> a, MatRef<double> b, double* c, size_t ldc,
           bool accumulate);
 
+// gemm, with each element of C rounded independently of n and of its column's position
+// (given its row of A, its column of B and k): what makes a convolution computed on an image
+// tile give the same bits as on the whole image. OpenBLAS 0.3.21 (SkylakeX/Cooperlake
+// kernels) runs products with m*n*k <= 10^6 through "small matrix" kernels whose rounding
+// depends on n; such calls are widened with zero columns past that size. The built-in
+// GEMM already has the property.
+void gemm_tile_exact(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float* c, size_t ldc,
+                     bool accumulate);
+
 }  // namespace candle::cpu

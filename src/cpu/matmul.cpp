@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -206,6 +207,19 @@ template <typename T>
 void gemm_openblas(size_t m, size_t n, size_t k, MatRef<T> a, MatRef<T> b, T* c, size_t ldc,
                    bool accumulate) {
   if (m == 0 || n == 0) return;
+  // In a process whose first OpenBLAS call is a large sgemm on 2+ threads, that call rounded
+  // differently from every later call with the same operands (OpenBLAS 0.3.21, 48x432 by
+  // 432x700: 25894 of 33600 values differed; a tiny call first makes every call agree).
+  static std::once_flag warm_up;
+  thread_local bool warming = false;
+  if (!warming) {
+    std::call_once(warm_up, [] {
+      warming = true;
+      T a2[4] = {1, 2, 3, 4}, c2[4];
+      gemm_openblas<T>(2, 2, 2, MatRef<T>{a2, 2, 1}, MatRef<T>{a2, 2, 1}, c2, 2, false);
+      warming = false;
+    });
+  }
   if (k == 0) {
     if (!accumulate) zero_rows(c, m, n, ldc);
     return;
@@ -376,6 +390,27 @@ void gemm(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float*
   if (use_openblas()) return gemm_openblas(m, n, k, a, b, c, ldc, accumulate);
 #endif
   gemm_builtin(m, n, k, a, b, c, ldc, accumulate);
+}
+
+void gemm_tile_exact(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float* c, size_t ldc,
+                     bool accumulate) {
+#ifdef CANDLE_HAVE_OPENBLAS
+  // above OpenBLAS's small-matrix limit (m*n*k <= 10^6) with a margin
+  constexpr double kLargeMnk = double(1 << 20);
+  const double mk = double(m) * double(k);
+  if (use_openblas() && m > 0 && k > 0 && mk * double(n) <= kLargeMnk) {
+    const size_t wide = (static_cast<size_t>(kLargeMnk / mk) + 16) / 16 * 16;  // > kLargeMnk / mk
+    std::unique_ptr<float[]> bw(new float[k * wide]()), cw(new float[m * wide]);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t j = 0; j < n; ++j) bw[i * wide + j] = b.p[i * b.rs + j * b.cs];
+    if (accumulate)
+      for (size_t i = 0; i < m; ++i) std::memcpy(cw.get() + i * wide, c + i * ldc, n * sizeof(float));
+    gemm_openblas(m, wide, k, a, MatRef<float>{bw.get(), wide, 1}, cw.get(), wide, accumulate);
+    for (size_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, cw.get() + i * wide, n * sizeof(float));
+    return;
+  }
+#endif
+  gemm(m, n, k, a, b, c, ldc, accumulate);
 }
 
 void gemm(size_t m, size_t n, size_t k, MatRef<double> a, MatRef<double> b, double* c, size_t ldc,

@@ -4,6 +4,9 @@
 #include "candle/models/rdn.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -48,6 +51,12 @@ constexpr size_t kBlockSlack = 3;
 }  // namespace
 
 struct Rdn::Impl {
+  // A k x k conv (padding (k-1)/2) over an s-times nearest-upsampled map reads, for output
+  // row Y*s + a, upsampled rows Y*s + a + dy = source rows Y + floor((a + dy) / s): each
+  // output phase (a, b) is a small conv on the source map whose taps are sums of the
+  // original taps. All phases run as one conv on the source (s_h * s_w times the output
+  // channels, in pixel-shuffle order) followed by a pixel shuffle: nothing at the
+  // upsampled size is materialised but the output, and 3x3 phase kernels take Winograd.
   struct Node {
     std::string name;
     Op op = Op::Identity;
@@ -57,12 +66,19 @@ struct Rdn::Impl {
     std::optional<Tensor> bias;
     size_t pad_h = 0, pad_w = 0, k_h = 1, k_w = 1;
     bool relu = false;
-    // upsample
+    // upsample; `fused`: computed by the conv that follows it (see fuse_upsample)
     size_t up_h = 1, up_w = 1;
+    bool fused = false;
+    // a conv reading a fused x(fuse_h, fuse_w) nearest upsample: one conv per phase class
+    size_t fuse_h = 1, fuse_w = 1, src_pad_h = 0, src_pad_w = 0;
     // static shape: channels and resolution relative to the input
     size_t channels = 0, res_h = 1, res_w = 1;
     size_t last_use = 0;  // the step after which the value is released
   };
+  // Replaces `conv`'s weights by its phase convs over the source of the x(s_h, s_w) upsample.
+  static void fuse_upsample(Node& conv, size_t s_h, size_t s_w, const Device& device);
+  static Tensor phase_conv_forward(const Node& conv, const Tensor& x, std::optional<UnaryOp> act);
+
   std::vector<Node> nodes;  // topological order; nodes[0] is the input, nodes.back() the output
   Device device = Device::cpu();
   size_t scale = 1;
@@ -76,7 +92,8 @@ struct Rdn::Impl {
       size_t d = demand[i];
       if (n.op == Op::Conv) {
         size_t r = std::max(n.pad_h, n.pad_w);
-        d += r + (std::max(n.k_h, n.k_w) > 1 ? slack : 0);
+        // a fused conv's phase convs run on the upsample's source: slack in source pixels
+        d += r + (std::max(n.k_h, n.k_w) > 1 ? slack * std::max(n.fuse_h, n.fuse_w) : 0);
       } else if (n.op == Op::Upsample) {
         size_t f = std::min(n.up_h, n.up_w);
         d = (d + f - 1) / f;
@@ -86,6 +103,76 @@ struct Rdn::Impl {
     return demand[0];
   }
 };
+
+namespace {
+
+// Along one axis: for output phase a of an x s upsample followed by a k-tap conv (padding
+// (k-1)/2), the source offset floor((a + t - pad) / s) each tap t reads.
+std::vector<int64_t> tap_offsets(size_t a, size_t s, size_t k) {
+  std::vector<int64_t> o(k);
+  const int64_t pad = static_cast<int64_t>(k - 1) / 2;
+  for (size_t t = 0; t < k; ++t) {
+    const int64_t u = static_cast<int64_t>(a) + static_cast<int64_t>(t) - pad, si = static_cast<int64_t>(s);
+    o[t] = u >= 0 ? u / si : -((-u + si - 1) / si);
+  }
+  return o;
+}
+
+}  // namespace
+
+void Rdn::Impl::fuse_upsample(Node& conv, size_t s_h, size_t s_w, const Device& device) {
+  const size_t co = conv.weight.dim(0), ci = conv.weight.dim(1), kh = conv.k_h, kw = conv.k_w;
+  const std::vector<float> w = conv.weight.to_device(Device::cpu()).flatten_all().to_vec1<float>();
+  // source offsets per phase and tap along each axis; the phase kernel spans -pad..pad
+  std::vector<std::vector<int64_t>> oy(s_h), ox(s_w);
+  int64_t pad_h = 0, pad_w = 0;
+  for (size_t a = 0; a < s_h; ++a) {
+    oy[a] = tap_offsets(a, s_h, kh);
+    pad_h = std::max({pad_h, -oy[a].front(), oy[a].back()});
+  }
+  for (size_t b = 0; b < s_w; ++b) {
+    ox[b] = tap_offsets(b, s_w, kw);
+    pad_w = std::max({pad_w, -ox[b].front(), ox[b].back()});
+  }
+  const size_t eh = static_cast<size_t>(2 * pad_h + 1), ew = static_cast<size_t>(2 * pad_w + 1);
+  // phase weights, output channel (c, a, b) in pixel-shuffle order, taps summed in f64
+  std::vector<double> acc(co * s_h * s_w * ci * eh * ew, 0.0);
+  for (size_t o = 0; o < co; ++o)
+    for (size_t a = 0; a < s_h; ++a)
+      for (size_t b = 0; b < s_w; ++b)
+        for (size_t i = 0; i < ci; ++i)
+          for (size_t ty = 0; ty < kh; ++ty)
+            for (size_t tx = 0; tx < kw; ++tx) {
+              const size_t ey = static_cast<size_t>(oy[a][ty] + pad_h),
+                           ex = static_cast<size_t>(ox[b][tx] + pad_w);
+              acc[((((o * s_h + a) * s_w + b) * ci + i) * eh + ey) * ew + ex] +=
+                  w[((o * ci + i) * kh + ty) * kw + tx];
+            }
+  conv.weight = Tensor::from_vec(std::vector<float>(acc.begin(), acc.end()), {co * s_h * s_w, ci, eh, ew},
+                                 Device::cpu())
+                    .to_device(device);
+  if (conv.bias) {
+    // every phase of channel c gets c's bias
+    conv.bias = conv.bias->reshape({co, 1}).broadcast_as({co, s_h * s_w}).flatten_all().copy();
+  }
+  conv.fuse_h = s_h, conv.fuse_w = s_w;
+  conv.src_pad_h = static_cast<size_t>(pad_h), conv.src_pad_w = static_cast<size_t>(pad_w);
+}
+
+Tensor Rdn::Impl::phase_conv_forward(const Node& conv, const Tensor& x, std::optional<UnaryOp> act) {
+  const size_t b = x.dim(0), h = x.dim(2), w = x.dim(3), co = conv.channels, sh = conv.fuse_h,
+               sw = conv.fuse_w;
+  Tensor y = conv.src_pad_h == conv.src_pad_w
+                 ? x.conv2d_fused(conv.weight, conv.bias, conv.src_pad_h, 1, 1, 1, act)
+                 : x.pad_with_zeros(2, conv.src_pad_h, conv.src_pad_h)
+                       .pad_with_zeros(3, conv.src_pad_w, conv.src_pad_w)
+                       .conv2d_fused(conv.weight, conv.bias, 0, 1, 1, 1, act);
+  // pixel shuffle: [b, (c, a, bb), h, w] -> [b, c, h, a, w, bb] -> [b, c, h * sh, w * sw]
+  return y.reshape({b, co, sh, sw, h, w})
+      .permute({0, 1, 4, 2, 5, 3})
+      .contiguous()
+      .reshape({b, co, h * sh, w * sw});
+}
 
 Rdn Rdn::load(const std::string& path, const Device& device) {
   return with_context("loading the model " + path, [&] {
@@ -267,6 +354,17 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
         }
       }
     }
+    // fuse a nearest upsample into the conv that is its only consumer
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (nodes[i].op != Op::Upsample || consumers[i] != 1) continue;
+      for (size_t j = i + 1; j < nodes.size(); ++j) {
+        if (nodes[j].op == Op::Conv && nodes[j].inputs[0] == i) {
+          Impl::fuse_upsample(nodes[j], nodes[i].up_h, nodes[i].up_w, device);
+          nodes[i].fused = true;
+          break;
+        }
+      }
+    }
     // liveness and the activation bytes per input pixel at the peak
     for (size_t i = 0; i < nodes.size(); ++i)
       for (size_t in : nodes[i].inputs) nodes[in].last_use = i;
@@ -274,13 +372,18 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
     auto bytes = [](const Impl::Node& n) { return n.channels * n.res_h * n.res_w * sizeof(float); };
     size_t live = 0, peak = 0;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      const bool alias = nodes[i].op == Op::Identity;
-      if (!alias) live += bytes(nodes[i]);
-      // a conv also holds a padded / im2col'd copy of its input in the worst case
-      size_t extra = nodes[i].op == Op::Conv ? bytes(nodes[nodes[i].inputs[0]]) : 0;
+      const auto is_alias = [&](const Impl::Node& n) { return n.op == Op::Identity || n.fused; };
+      if (!is_alias(nodes[i])) live += bytes(nodes[i]);
+      // a conv also holds a padded / im2col'd copy of its input in the worst case; a conv
+      // with a fused upsample a padded source, its phase outputs and their interleaving
+      size_t extra = 0;
+      if (nodes[i].op == Op::Conv) {
+        const auto& in = nodes[nodes[i].inputs[0]];
+        extra = in.fused ? bytes(nodes[in.inputs[0]]) + 2 * bytes(nodes[i]) : bytes(in);
+      }
       peak = std::max(peak, live + extra);
       for (size_t in : nodes[i].inputs)
-        if (nodes[in].last_use == i && nodes[in].op != Op::Identity) live -= bytes(nodes[in]);
+        if (nodes[in].last_use == i && !is_alias(nodes[in])) live -= bytes(nodes[in]);
     }
     // forward's clamp and round make two more copies of the output
     impl->bytes_per_pixel = peak + 2 * bytes(nodes.back());
@@ -313,15 +416,30 @@ Tensor Rdn::forward_raw(const Tensor& image) const {
     fail(ErrorKind::DeviceMismatch, "the image is not on the model's device");
   std::vector<Tensor> values(nodes.size());
   values[0] = image.to_dtype(DType::F32);
+  // CANDLE_RDN_PROFILE=1: each layer's time on stderr (host time: on a GPU, op submission)
+  static const bool profile = std::getenv("CANDLE_RDN_PROFILE") != nullptr;
   for (size_t i = 1; i < nodes.size(); ++i) {
     const auto& n = nodes[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Report {
+      const Impl::Node& n;
+      std::chrono::steady_clock::time_point t0;
+      ~Report() {
+        if (profile)
+          std::fprintf(
+              stderr, "  %-16s %8.2f ms\n", n.name.c_str(),
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+    } report{n, t0};
     const Tensor& x = values[n.inputs[0]];
     switch (n.op) {
       case Op::Input: break;
       case Op::Conv: {
         std::optional<UnaryOp> act;
         if (n.relu) act = UnaryOp::Relu;
-        if (n.pad_h == n.pad_w) {
+        if (n.fuse_h * n.fuse_w > 1) {
+          values[i] = Impl::phase_conv_forward(n, x, act);
+        } else if (n.pad_h == n.pad_w) {
           values[i] = x.conv2d_fused(n.weight, n.bias, n.pad_h, 1, 1, 1, act);
         } else {
           values[i] = x.pad_with_zeros(2, n.pad_h, n.pad_h)
@@ -344,7 +462,9 @@ Tensor Rdn::forward_raw(const Tensor& image) const {
         values[i] = acc;
         break;
       }
-      case Op::Upsample: values[i] = x.upsample_nearest2d(x.dim(2) * n.up_h, x.dim(3) * n.up_w); break;
+      case Op::Upsample:
+        values[i] = n.fused ? x : x.upsample_nearest2d(x.dim(2) * n.up_h, x.dim(3) * n.up_w);
+        break;
     }
     for (size_t in : n.inputs)
       if (nodes[in].last_use == i) values[in] = Tensor();

@@ -675,3 +675,38 @@ TEST(MatmulDeterminism, BuiltinGemmSameBytes) {
     return c;
   });
 }
+
+// ctest runs each test in its own process, so this is the process's first GEMM: OpenBLAS
+// 0.3.21 rounded a process's first large multi-threaded sgemm differently from every later
+// call (cpu::gemm now makes a tiny call first).
+TEST(MatmulFirstCall, FirstCallOfTheProcessEqualsLaterCalls) {
+  candle::set_num_threads(2);
+  Tensor a = Tensor::randn(0.0, 1.0, {48, 432}, DType::F32, Device::cpu());
+  Tensor b = Tensor::randn(0.0, 1.0, {432, 700}, DType::F32, Device::cpu());
+  std::vector<float> first = a.matmul(b).flatten_to_vec<float>();
+  std::vector<float> second = a.matmul(b).flatten_to_vec<float>();
+  EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0);
+}
+
+// Conv tiles rely on this: each element's bits do not depend on n or its column's position,
+// also below OpenBLAS's small-matrix size (m*n*k <= 10^6).
+TEST(MatmulFirstCall, GemmTileExactDoesNotDependOnTheColumnCount) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  const size_t m = 64, k = 64, nmax = 300;
+  std::vector<float> a(m * k), b(k * nmax);
+  for (auto& v : a) v = nd(rng);
+  for (auto& v : b) v = nd(rng);
+  std::vector<float> ref(m * nmax);
+  candle::cpu::gemm_tile_exact(m, nmax, k, {a.data(), k, 1}, {b.data(), nmax, 1}, ref.data(), nmax, false);
+  for (size_t off : {0, 3, 17}) {
+    for (size_t n : {1, 8, 9, 31, 64, 200}) {
+      std::vector<float> c(m * n);
+      candle::cpu::gemm_tile_exact(m, n, k, {a.data(), k, 1}, {b.data() + off, nmax, 1}, c.data(), n, false);
+      size_t diff = 0;
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) diff += std::memcmp(&c[i * n + j], &ref[i * nmax + off + j], 4) != 0;
+      EXPECT_EQ(diff, 0u) << "n " << n << " offset " << off << " (GEMM " << candle::blas_name() << ")";
+    }
+  }
+}
