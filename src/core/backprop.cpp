@@ -27,7 +27,9 @@ std::optional<Tensor> GradStore::remove(const Tensor& t) {
   return g;
 }
 
-std::optional<Tensor> GradStore::insert(const Tensor& t, Tensor grad) { return insert_id(t.id(), std::move(grad)); }
+std::optional<Tensor> GradStore::insert(const Tensor& t, Tensor grad) {
+  return insert_id(t.id(), std::move(grad));
+}
 
 std::optional<Tensor> GradStore::insert_id(TensorId id, Tensor grad) {
   auto [it, inserted] = grads_.try_emplace(id, grad);
@@ -179,11 +181,10 @@ GradStore Tensor::backward() const {
       const Tensor& in = op->inputs()[k];
       if (!g.defined() || !in.defined() || !in.track_op()) continue;
       if (g.shape() != in.shape() || g.dtype() != in.dtype()) {
-        throw Error(ErrorKind::Internal, std::string("backward of ") + op->name() + ": gradient " +
-                                             g.shape().to_string() + " " + std::string(dtype_name(g.dtype())) +
-                                             " does not match input " + std::to_string(k) + " " +
-                                             in.shape().to_string() + " " +
-                                             std::string(dtype_name(in.dtype())));
+        throw Error(ErrorKind::Internal,
+                    std::string("backward of ") + op->name() + ": gradient " + g.shape().to_string() + " " +
+                        std::string(dtype_name(g.dtype())) + " does not match input " + std::to_string(k) +
+                        " " + in.shape().to_string() + " " + std::string(dtype_name(in.dtype())));
       }
       if (auto prev = store.get(in)) {
         store.insert(in, prev->add(g));

@@ -98,7 +98,7 @@ inline Tensor zeros_of(const Tensor& t) { return Tensor::zeros(t.shape(), t.dtyp
 }  // namespace candle::autograd
 
 // The lambda head of a backward: captures, then (in, out, g, gi) as FnOp passes them.
-#define CANDLE_BACKWARD(...)                                                                   \
-  [__VA_ARGS__]([[maybe_unused]] const std::vector<::candle::Tensor>& in,                      \
+#define CANDLE_BACKWARD(...)                                                                              \
+  [__VA_ARGS__]([[maybe_unused]] const std::vector<::candle::Tensor>& in,                                 \
                 [[maybe_unused]] const ::candle::Tensor& out, [[maybe_unused]] const ::candle::Tensor& g, \
                 [[maybe_unused]] std::vector<::candle::Tensor>& gi)

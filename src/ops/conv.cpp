@@ -154,7 +154,8 @@ Tensor Tensor::conv1d(const Tensor& kernel, size_t padding, size_t stride, size_
   p.groups = groups;
   const Shape out{p.b_size, p.c_out, p.l_out()};
   return autograd::record(
-      ops::make_result(storage()->conv1d(layout(), *kernel.storage(), kernel.layout(), p), out, dtype(), device()),
+      ops::make_result(storage()->conv1d(layout(), *kernel.storage(), kernel.layout(), p), out, dtype(),
+                       device()),
       "conv1d",
       CANDLE_BACKWARD(padding, stride, dilation, groups) {
         const Tensor& x = in[0];
@@ -209,19 +210,18 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
   }
   const ParamsConv2D p = conv2d_params(*this, kernel, padding, stride, dilation, groups);
   const Shape out{p.b_size, p.c_out, p.out_h(), p.out_w()};
-  Tensor y =
-      ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out, dtype(), device());
+  Tensor y = ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out,
+                              dtype(), device());
   if (bias || activation) return y;  // (untracked here: the tracked case took the unfused chain)
-  return autograd::record(std::move(y), "conv2d",
-                          CANDLE_BACKWARD(padding, stride, dilation, groups) {
-                            const Tensor& x = in[0];
-                            const Tensor& w = in[1];
-                            if (x.track_op())
-                              gi[0] = autograd::conv2d_grad_input(g, x, w, padding, stride, dilation, groups);
-                            if (w.track_op())
-                              gi[1] = autograd::conv2d_grad_kernel(g, x, w, padding, stride, dilation, groups);
-                          },
-                          *this, kernel);
+  return autograd::record(
+      std::move(y), "conv2d",
+      CANDLE_BACKWARD(padding, stride, dilation, groups) {
+        const Tensor& x = in[0];
+        const Tensor& w = in[1];
+        if (x.track_op()) gi[0] = autograd::conv2d_grad_input(g, x, w, padding, stride, dilation, groups);
+        if (w.track_op()) gi[1] = autograd::conv2d_grad_kernel(g, x, w, padding, stride, dilation, groups);
+      },
+      *this, kernel);
 }
 
 }  // namespace candle

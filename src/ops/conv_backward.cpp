@@ -137,7 +137,8 @@ Tensor avg_pool2d_grad(const Tensor& g, const Tensor& x, std::array<size_t, 2> k
     std::vector<size_t> shape = acc.dims();
     shape[2 + axis] = axis == 0 ? h : w;
     Tensor spread = acc.index_select(ids_tensor(src, g.device()), dim);
-    acc = Tensor::zeros(Shape(shape), g.dtype(), g.device()).index_add(ids_tensor(dst, g.device()), spread, dim);
+    acc = Tensor::zeros(Shape(shape), g.dtype(), g.device())
+              .index_add(ids_tensor(dst, g.device()), spread, dim);
   }
   (void)b;
   (void)c;
@@ -149,13 +150,16 @@ Tensor max_pool2d_grad(const Tensor& g, const Tensor& x, std::array<size_t, 2> k
   const auto [b, c, h, w] = x.shape().dims4("max_pool2d backward");
   const size_t ho = g.dim(2), wo = g.dim(3), kk = kernel[0] * kernel[1];
   auto windows = [&](const Tensor& t) {
-    return t.unfold(2, kernel[0], stride[0]).unfold(3, kernel[1], stride[1]).reshape(
-        Shape{t.dim(0), t.dim(1), ho, wo, kk});
+    return t.unfold(2, kernel[0], stride[0])
+        .unfold(3, kernel[1], stride[1])
+        .reshape(Shape{t.dim(0), t.dim(1), ho, wo, kk});
   };
   // the first maximum of each window, as an index into the window, then into the h * w plane
   Tensor arg = windows(x).argmax_keepdim(-1);
-  Tensor plane = Tensor::arange<int64_t>(0, static_cast<int64_t>(h * w), x.device()).reshape(Shape{1, 1, h, w});
-  Tensor pos = windows(plane).broadcast_as(Shape{b, c, ho, wo, kk}).gather(arg, -1).reshape(Shape{b, c, ho * wo});
+  Tensor plane =
+      Tensor::arange<int64_t>(0, static_cast<int64_t>(h * w), x.device()).reshape(Shape{1, 1, h, w});
+  Tensor pos =
+      windows(plane).broadcast_as(Shape{b, c, ho, wo, kk}).gather(arg, -1).reshape(Shape{b, c, ho * wo});
   Tensor gx = Tensor::zeros(Shape{b, c, h * w}, g.dtype(), g.device())
                   .scatter_add(pos, g.reshape(Shape{b, c, ho * wo}), 2);
   return gx.reshape(x.shape());
@@ -236,8 +240,8 @@ Tensor upsample_nearest2d_grad(const Tensor& g, const Tensor& x) {
   return nearest_back(nearest_back(g, 3, x.dim(3)), 2, x.dim(2));
 }
 
-Tensor upsample_bilinear2d_grad(const Tensor& g, const Tensor& x, bool align_corners, std::optional<double> scale_h,
-                                std::optional<double> scale_w) {
+Tensor upsample_bilinear2d_grad(const Tensor& g, const Tensor& x, bool align_corners,
+                                std::optional<double> scale_h, std::optional<double> scale_w) {
   const size_t h = x.dim(2), w = x.dim(3);
   Tensor gw = linear_back(g, 3, w, linear_taps(w, g.dim(3), align_corners, scale_w));
   return linear_back(gw, 2, h, linear_taps(h, g.dim(2), align_corners, scale_h));

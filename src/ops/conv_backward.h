@@ -36,7 +36,7 @@ Tensor max_pool2d_grad(const Tensor& g, const Tensor& x, std::array<size_t, 2> k
                        std::array<size_t, 2> stride);
 Tensor upsample_nearest1d_grad(const Tensor& g, const Tensor& x);
 Tensor upsample_nearest2d_grad(const Tensor& g, const Tensor& x);
-Tensor upsample_bilinear2d_grad(const Tensor& g, const Tensor& x, bool align_corners, std::optional<double> scale_h,
-                                std::optional<double> scale_w);
+Tensor upsample_bilinear2d_grad(const Tensor& g, const Tensor& x, bool align_corners,
+                                std::optional<double> scale_h, std::optional<double> scale_w);
 
 }  // namespace candle::autograd

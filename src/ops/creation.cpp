@@ -138,14 +138,15 @@ std::vector<Tensor> Tensor::meshgrid(const std::vector<Tensor>& args, bool xy_in
     Layout l(Shape(dims), std::move(st), t.layout().start_offset());
     Tensor grid = Tensor::from_storage(t.storage(), std::move(l), t.dtype(), t.device()).copy();
     // the grid repeats t along every other dim: its gradient sums over them
-    grids.push_back(autograd::record(std::move(grid), "meshgrid",
-                                     CANDLE_BACKWARD(idx) {
-                                       std::vector<int64_t> other;
-                                       for (size_t k = 0; k < g.rank(); ++k)
-                                         if (k != idx) other.push_back(static_cast<int64_t>(k));
-                                       gi[0] = g.sum(other);
-                                     },
-                                     t));
+    grids.push_back(autograd::record(
+        std::move(grid), "meshgrid",
+        CANDLE_BACKWARD(idx) {
+          std::vector<int64_t> other;
+          for (size_t k = 0; k < g.rank(); ++k)
+            if (k != idx) other.push_back(static_cast<int64_t>(k));
+          gi[0] = g.sum(other);
+        },
+        t));
   }
   if (xy_indexing) std::reverse(grids.begin(), grids.end());
   return grids;

@@ -61,8 +61,8 @@ Tensor unary_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& g)
 Tensor unary(const Tensor& t, UnaryOp op) {
   if (!unary_op_supports_int(op)) ops::check_float(t, unary_op_name(op));
   return autograd::record(
-      ops::make_result(t.storage()->unary(op, t.layout()), t.shape(), t.dtype(), t.device()), unary_op_name(op),
-      CANDLE_BACKWARD(op) { gi[0] = unary_grad(op, in[0], out, g); }, t);
+      ops::make_result(t.storage()->unary(op, t.layout()), t.shape(), t.dtype(), t.device()),
+      unary_op_name(op), CANDLE_BACKWARD(op) { gi[0] = unary_grad(op, in[0], out, g); }, t);
 }
 
 // The gradients of a binary op at the (broadcast) output shape, summed back to each input's
@@ -138,8 +138,9 @@ Tensor binary_broadcast(const Tensor& a, const Tensor& b, BinaryOp op) {
   Shape shape = a.shape().broadcast_shape_binary_op(b.shape(), name.c_str());
   Layout al = a.layout().broadcast_as(shape);
   Layout bl = b.layout().broadcast_as(shape);
-  return record_binary(ops::make_result(a.storage()->binary(op, al, *b.storage(), bl), shape, a.dtype(), a.device()),
-                       a, b, op);
+  return record_binary(
+      ops::make_result(a.storage()->binary(op, al, *b.storage(), bl), shape, a.dtype(), a.device()), a, b,
+      op);
 }
 
 Tensor cmp_layouts(const Tensor& a, const Layout& al, const Tensor& b, const Layout& bl, CmpOp op) {
@@ -198,27 +199,30 @@ Tensor Tensor::round() const { return unary(*this, UnaryOp::Round); }
 Tensor Tensor::sign() const { return unary(*this, UnaryOp::Sign); }
 
 Tensor Tensor::affine(double mul, double add) const {
-  return autograd::record(ops::make_result(storage()->affine(layout(), mul, add), shape(), dtype(), device()),
-                          "affine", CANDLE_BACKWARD(mul) { gi[0] = g.affine(mul, 0.0); }, *this);
+  return autograd::record(
+      ops::make_result(storage()->affine(layout(), mul, add), shape(), dtype(), device()), "affine",
+      CANDLE_BACKWARD(mul) { gi[0] = g.affine(mul, 0.0); }, *this);
 }
 
 // As candle: 1 for x > 0, alpha exp(x) for x <= 0.
 Tensor Tensor::elu(double alpha) const {
   ops::check_float(*this, "elu");
-  return autograd::record(ops::make_result(storage()->elu(layout(), alpha), shape(), dtype(), device()), "elu",
-                          CANDLE_BACKWARD(alpha) {
-                            const Tensor& x = in[0];
-                            Tensor pos = x.gt(Scalar(0.0)).to_dtype(x.dtype());
-                            Tensor neg = x.le(Scalar(0.0)).to_dtype(x.dtype()).mul(x.exp()).affine(alpha, 0.0);
-                            gi[0] = g.mul(pos.add(neg));
-                          },
-                          *this);
+  return autograd::record(
+      ops::make_result(storage()->elu(layout(), alpha), shape(), dtype(), device()), "elu",
+      CANDLE_BACKWARD(alpha) {
+        const Tensor& x = in[0];
+        Tensor pos = x.gt(Scalar(0.0)).to_dtype(x.dtype());
+        Tensor neg = x.le(Scalar(0.0)).to_dtype(x.dtype()).mul(x.exp()).affine(alpha, 0.0);
+        gi[0] = g.mul(pos.add(neg));
+      },
+      *this);
 }
 
 Tensor Tensor::powf(double e) const {
   ops::check_float(*this, "powf");
-  return autograd::record(ops::make_result(storage()->powf(layout(), e), shape(), dtype(), device()), "powf",
-                          CANDLE_BACKWARD(e) { gi[0] = g.mul(in[0].powf(e - 1.0)).affine(e, 0.0); }, *this);
+  return autograd::record(
+      ops::make_result(storage()->powf(layout(), e), shape(), dtype(), device()), "powf",
+      CANDLE_BACKWARD(e) { gi[0] = g.mul(in[0].powf(e - 1.0)).affine(e, 0.0); }, *this);
 }
 
 Tensor Tensor::clamp(const Scalar& min, const Scalar& max) const { return maximum(min).minimum(max); }

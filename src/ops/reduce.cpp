@@ -69,14 +69,15 @@ Tensor reduce_impl(const Tensor& t, ReduceOp op, const std::vector<size_t>& dims
         CANDLE_BACKWARD(dims) { gi[0] = keepdim_view(g, in[0], dims).broadcast_as(in[0].shape()); }, t);
   }
   // max / min: as candle, the gradient goes to every position equal to the result
-  return autograd::record(std::move(out), name,
-                          CANDLE_BACKWARD(dims) {
-                            const Tensor& x = in[0];
-                            Tensor m = keepdim_view(out, x, dims).broadcast_as(x.shape());
-                            Tensor mask = x.eq(m).to_dtype(x.dtype());
-                            gi[0] = keepdim_view(g, x, dims).broadcast_as(x.shape()).mul(mask);
-                          },
-                          t);
+  return autograd::record(
+      std::move(out), name,
+      CANDLE_BACKWARD(dims) {
+        const Tensor& x = in[0];
+        Tensor m = keepdim_view(out, x, dims).broadcast_as(x.shape());
+        Tensor mask = x.eq(m).to_dtype(x.dtype());
+        gi[0] = keepdim_view(g, x, dims).broadcast_as(x.shape()).mul(mask);
+      },
+      t);
 }
 
 // Runs a CPU kernel on t's storage and puts the result on t's device.
@@ -98,16 +99,15 @@ Tensor mean_impl(const Tensor& t, const std::vector<size_t>& dims, bool keepdim)
   Tensor out = via_cpu(t, reduced_shape(t.shape(), dims, keepdim), t.dtype(), "mean",
                        [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_mean(s, l, dims); });
   if (!t.track_op()) return out;
-  return autograd::record(std::move(out), "mean",
-                          CANDLE_BACKWARD(dims) {
-                            const Tensor& x = in[0];
-                            size_t n = 1;
-                            for (size_t d : dims) n *= x.dims()[d];
-                            gi[0] = keepdim_view(g, x, dims)
-                                        .affine(1.0 / static_cast<double>(n), 0.0)
-                                        .broadcast_as(x.shape());
-                          },
-                          t);
+  return autograd::record(
+      std::move(out), "mean",
+      CANDLE_BACKWARD(dims) {
+        const Tensor& x = in[0];
+        size_t n = 1;
+        for (size_t d : dims) n *= x.dims()[d];
+        gi[0] = keepdim_view(g, x, dims).affine(1.0 / static_cast<double>(n), 0.0).broadcast_as(x.shape());
+      },
+      t);
 }
 
 Tensor var_impl(const Tensor& t, int64_t dim, bool keepdim) {
@@ -116,15 +116,16 @@ Tensor var_impl(const Tensor& t, int64_t dim, bool keepdim) {
   Tensor out = via_cpu(t, reduced_shape(t.shape(), {d}, keepdim), t.dtype(), "var",
                        [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_var(s, l, d); });
   // d var / dx = 2 (x - mean) / (n - 1)
-  return autograd::record(std::move(out), "var",
-                          CANDLE_BACKWARD(d) {
-                            const Tensor& x = in[0];
-                            const auto sd = static_cast<int64_t>(d);
-                            const double n = static_cast<double>(x.dims()[d]);
-                            Tensor centered = x.broadcast_sub(x.mean_keepdim(sd));
-                            gi[0] = centered.broadcast_mul(keepdim_view(g, x, {d})).affine(2.0 / (n - 1.0), 0.0);
-                          },
-                          t);
+  return autograd::record(
+      std::move(out), "var",
+      CANDLE_BACKWARD(d) {
+        const Tensor& x = in[0];
+        const auto sd = static_cast<int64_t>(d);
+        const double n = static_cast<double>(x.dims()[d]);
+        Tensor centered = x.broadcast_sub(x.mean_keepdim(sd));
+        gi[0] = centered.broadcast_mul(keepdim_view(g, x, {d})).affine(2.0 / (n - 1.0), 0.0);
+      },
+      t);
 }
 
 size_t one_dim(const Tensor& t, int64_t dim, const char* op) { return t.shape().resolve_dim(dim, op); }
@@ -200,28 +201,31 @@ Tensor Tensor::log_sum_exp(const std::vector<int64_t>& dims) const {
   std::vector<size_t> d = ops::resolve_dims(shape(), dims, "log_sum_exp");
   ops::check_float(*this, "log_sum_exp");
   if (d.empty()) return *this;
-  Tensor out = via_cpu(*this, reduced_shape(shape(), d, false), dtype(), "log_sum_exp",
-                       [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_log_sum_exp(s, l, d); });
+  Tensor out =
+      via_cpu(*this, reduced_shape(shape(), d, false), dtype(), "log_sum_exp",
+              [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_log_sum_exp(s, l, d); });
   if (!track_op()) return out;
   // d lse / dx = exp(x - lse)
-  return autograd::record(std::move(out), "log_sum_exp",
-                          CANDLE_BACKWARD(d) {
-                            const Tensor& x = in[0];
-                            Tensor p = x.broadcast_sub(keepdim_view(out, x, d)).exp();
-                            gi[0] = p.broadcast_mul(keepdim_view(g, x, d));
-                          },
-                          *this);
+  return autograd::record(
+      std::move(out), "log_sum_exp",
+      CANDLE_BACKWARD(d) {
+        const Tensor& x = in[0];
+        Tensor p = x.broadcast_sub(keepdim_view(out, x, d)).exp();
+        gi[0] = p.broadcast_mul(keepdim_view(g, x, d));
+      },
+      *this);
 }
 
 Tensor Tensor::cumsum(int64_t dim) const {
   size_t d = shape().resolve_dim(dim, "cumsum");
   // the gradient is the reversed cumulative sum of g
-  return autograd::record(ops::make_result(storage()->cumsum(layout(), d), shape(), dtype(), device()), "cumsum",
-                          CANDLE_BACKWARD(d) {
-                            const std::vector<int64_t> f{static_cast<int64_t>(d)};
-                            gi[0] = g.flip(f).cumsum(static_cast<int64_t>(d)).flip(f);
-                          },
-                          *this);
+  return autograd::record(
+      ops::make_result(storage()->cumsum(layout(), d), shape(), dtype(), device()), "cumsum",
+      CANDLE_BACKWARD(d) {
+        const std::vector<int64_t> f{static_cast<int64_t>(d)};
+        gi[0] = g.flip(f).cumsum(static_cast<int64_t>(d)).flip(f);
+      },
+      *this);
 }
 
 Tensor Tensor::norm() const {

@@ -27,7 +27,8 @@ Tensor view_of(const Tensor& t, Layout l) {
 // Records a result whose gradient is g reshaped to the input's shape (reshape, squeeze,
 // unsqueeze, and the repeat / unfold cases that only add dims).
 Tensor record_reshape(Tensor out, const Tensor& t, const char* name) {
-  return autograd::record(std::move(out), name, CANDLE_BACKWARD() { gi[0] = g.reshape(in[0].shape()); }, t);
+  return autograd::record(
+      std::move(out), name, CANDLE_BACKWARD() { gi[0] = g.reshape(in[0].shape()); }, t);
 }
 
 size_t product(const std::vector<size_t>& v, size_t begin, size_t end) {
@@ -132,7 +133,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
                                               ", dst: " + shape.to_string());
   }
   if (is_contiguous()) {
-    return record_reshape(view_of(*this, Layout::contiguous(shape, layout().start_offset())), *this, "reshape");
+    return record_reshape(view_of(*this, Layout::contiguous(shape, layout().start_offset())), *this,
+                          "reshape");
   }
   return record_reshape(copy_as(*this, shape), *this, "reshape");
 }
@@ -193,8 +195,8 @@ Tensor Tensor::transpose(int64_t dim1, int64_t dim2) const {
   size_t b = shape().resolve_dim(dim2, "transpose");
   if (a == b) return *this;
   return autograd::record(
-      view_of(*this, layout().transpose(a, b)), "transpose", CANDLE_BACKWARD(a, b) { gi[0] = g.transpose(a, b); },
-      *this);
+      view_of(*this, layout().transpose(a, b)), "transpose",
+      CANDLE_BACKWARD(a, b) { gi[0] = g.transpose(a, b); }, *this);
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
@@ -208,13 +210,14 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   for (int64_t d : dims) idx.push_back(shape().resolve_dim(d, "permute"));
   Tensor out = view_of(*this, layout().permute(idx));
   if (!track_op()) return out;
-  return autograd::record(std::move(out), "permute",
-                          CANDLE_BACKWARD(idx) {
-                            std::vector<int64_t> inv(idx.size());
-                            for (size_t k = 0; k < idx.size(); ++k) inv[idx[k]] = static_cast<int64_t>(k);
-                            gi[0] = g.permute(inv);
-                          },
-                          *this);
+  return autograd::record(
+      std::move(out), "permute",
+      CANDLE_BACKWARD(idx) {
+        std::vector<int64_t> inv(idx.size());
+        for (size_t k = 0; k < idx.size(); ++k) inv[idx[k]] = static_cast<int64_t>(k);
+        gi[0] = g.permute(inv);
+      },
+      *this);
 }
 
 Tensor Tensor::narrow(int64_t dim, size_t start, size_t len) const {
@@ -227,11 +230,12 @@ Tensor Tensor::narrow(int64_t dim, size_t start, size_t len) const {
                                                 ", len: " + std::to_string(len));
   }
   if (start == 0 && len == n) return *this;
-  return autograd::record(view_of(*this, layout().narrow(d, start, len)), "narrow",
-                          CANDLE_BACKWARD(d, start, len, n) {
-                            gi[0] = g.pad_with_zeros(static_cast<int64_t>(d), start, n - start - len);
-                          },
-                          *this);
+  return autograd::record(
+      view_of(*this, layout().narrow(d, start, len)), "narrow",
+      CANDLE_BACKWARD(d, start, len, n) {
+        gi[0] = g.pad_with_zeros(static_cast<int64_t>(d), start, n - start - len);
+      },
+      *this);
 }
 
 std::vector<Tensor> Tensor::chunk(size_t chunks, int64_t dim) const {
@@ -270,8 +274,9 @@ Tensor Tensor::get_on_dim(int64_t dim, size_t i) const {
 
 Tensor Tensor::broadcast_as(const Shape& shape) const {
   if (shape == this->shape()) return *this;
-  return autograd::record(view_of(*this, layout().broadcast_as(shape)), "broadcast_as",
-                          CANDLE_BACKWARD() { gi[0] = autograd::sum_to_shape(g, in[0].shape()); }, *this);
+  return autograd::record(
+      view_of(*this, layout().broadcast_as(shape)), "broadcast_as",
+      CANDLE_BACKWARD() { gi[0] = autograd::sum_to_shape(g, in[0].shape()); }, *this);
 }
 
 Tensor Tensor::broadcast_left(const Shape& left) const {
@@ -285,18 +290,19 @@ namespace {
 Tensor record_repeat(Tensor out, const Tensor& t, const std::vector<size_t>& in_dims,
                      const std::vector<size_t>& reps) {
   if (!t.track_op()) return out;
-  return autograd::record(std::move(out), "repeat",
-                          CANDLE_BACKWARD(in_dims, reps) {
-                            std::vector<size_t> split;
-                            std::vector<int64_t> sum_dims;
-                            for (size_t k = 0; k < in_dims.size(); ++k) {
-                              sum_dims.push_back(static_cast<int64_t>(split.size()));
-                              split.push_back(reps[k]);
-                              split.push_back(in_dims[k]);
-                            }
-                            gi[0] = g.reshape(Shape(split)).sum(sum_dims).reshape(in[0].shape());
-                          },
-                          t);
+  return autograd::record(
+      std::move(out), "repeat",
+      CANDLE_BACKWARD(in_dims, reps) {
+        std::vector<size_t> split;
+        std::vector<int64_t> sum_dims;
+        for (size_t k = 0; k < in_dims.size(); ++k) {
+          sum_dims.push_back(static_cast<int64_t>(split.size()));
+          split.push_back(reps[k]);
+          split.push_back(in_dims[k]);
+        }
+        gi[0] = g.reshape(Shape(split)).sum(sum_dims).reshape(in[0].shape());
+      },
+      t);
 }
 }  // namespace
 
@@ -371,14 +377,15 @@ Tensor Tensor::cat(const std::vector<Tensor>& tensors, int64_t dim) {
   out[d] = total;
   Tensor res = new_contiguous(Shape(out), a0);
   if (track) {
-    res = autograd::record_vec(std::move(res), "cat", tensors, CANDLE_BACKWARD(d) {
-      size_t at = 0;
-      for (size_t i = 0; i < in.size(); ++i) {
-        const size_t len = in[i].dims()[d];
-        if (in[i].track_op()) gi[i] = g.narrow(static_cast<int64_t>(d), at, len);
-        at += len;
-      }
-    });
+    res = autograd::record_vec(
+        std::move(res), "cat", tensors, CANDLE_BACKWARD(d) {
+          size_t at = 0;
+          for (size_t i = 0; i < in.size(); ++i) {
+            const size_t len = in[i].dims()[d];
+            if (in[i].track_op()) gi[i] = g.narrow(static_cast<int64_t>(d), at, len);
+            at += len;
+          }
+        });
   }
   size_t inner = product(out, d + 1, out.size());
   size_t dst_s = total * inner;
@@ -443,11 +450,9 @@ Tensor Tensor::pad_with_zeros(int64_t dim, size_t left, size_t right) const {
   size_t d = shape().resolve_dim(dim, "pad_with_zeros");
   if (left == 0 && right == 0) return *this;
   Padded p = pad_body(*this, d, left, right);
-  p.out = autograd::record(std::move(p.out), "pad_with_zeros",
-                           CANDLE_BACKWARD(d, left) {
-                             gi[0] = g.narrow(static_cast<int64_t>(d), left, in[0].dims()[d]);
-                           },
-                           *this);
+  p.out = autograd::record(
+      std::move(p.out), "pad_with_zeros",
+      CANDLE_BACKWARD(d, left) { gi[0] = g.narrow(static_cast<int64_t>(d), left, in[0].dims()[d]); }, *this);
   if (p.out.elem_count() == 0) return p.out;
   BackendStorage& dst = *p.out.storage();
   if (left) dst.const_set(Scalar(0), Layout(Shape{p.rows, left * p.inner}, {p.dst_s, 1}, 0));
@@ -465,17 +470,18 @@ Tensor Tensor::pad_with_same(int64_t dim, size_t left, size_t right) const {
   }
   Padded p = pad_body(*this, d, left, right);
   // each padded slot takes its gradient back to the edge it copies: one index_add
-  p.out = autograd::record(std::move(p.out), "pad_with_same",
-                           CANDLE_BACKWARD(d, left, right) {
-                             const Tensor& x = in[0];
-                             const size_t n = x.dims()[d];
-                             std::vector<int64_t> src(left, 0);
-                             for (size_t i = 0; i < n; ++i) src.push_back(static_cast<int64_t>(i));
-                             src.insert(src.end(), right, static_cast<int64_t>(n - 1));
-                             Tensor ids = Tensor::from_vec(src, Shape{src.size()}, x.device());
-                             gi[0] = autograd::zeros_of(x).index_add(ids, g, static_cast<int64_t>(d));
-                           },
-                           *this);
+  p.out = autograd::record(
+      std::move(p.out), "pad_with_same",
+      CANDLE_BACKWARD(d, left, right) {
+        const Tensor& x = in[0];
+        const size_t n = x.dims()[d];
+        std::vector<int64_t> src(left, 0);
+        for (size_t i = 0; i < n; ++i) src.push_back(static_cast<int64_t>(i));
+        src.insert(src.end(), right, static_cast<int64_t>(n - 1));
+        Tensor ids = Tensor::from_vec(src, Shape{src.size()}, x.device());
+        gi[0] = autograd::zeros_of(x).index_add(ids, g, static_cast<int64_t>(d));
+      },
+      *this);
   BackendStorage& dst = *p.out.storage();
   if (left) write_rows(*storage(), edge_layout(*this, d, 0, left), d, dst, p.dst_s, 0);
   if (right)
@@ -530,8 +536,8 @@ Tensor Tensor::flip(const std::vector<int64_t>& dims) const {
   }
   Tensor out = from_storage(std::move(s), Layout::contiguous(shape()), dtype(), device());
   if (!track_op()) return out;
-  return autograd::record(std::move(out), "flip",
-                          CANDLE_BACKWARD(dims) { gi[0] = g.flip(dims); }, *this);
+  return autograd::record(
+      std::move(out), "flip", CANDLE_BACKWARD(dims) { gi[0] = g.flip(dims); }, *this);
 }
 
 Tensor Tensor::unfold(int64_t dim, size_t size, size_t step) const {
@@ -548,26 +554,24 @@ Tensor Tensor::unfold(int64_t dim, size_t size, size_t step) const {
   dv.push_back(size);
   st.push_back(stride()[d]);
   // window w, offset j reads position w * step + j: the gradient index_adds back there
-  return autograd::record(view_of(*this, Layout(Shape(std::move(dv)), std::move(st), layout().start_offset())),
-                          "unfold",
-                          CANDLE_BACKWARD(d, size, step) {
-                            const Tensor& x = in[0];
-                            const size_t nwin = g.dims()[d];
-                            std::vector<int64_t> pos;
-                            pos.reserve(nwin * size);
-                            for (size_t w = 0; w < nwin; ++w)
-                              for (size_t j = 0; j < size; ++j) pos.push_back(static_cast<int64_t>(w * step + j));
-                            // move the window-offset dim next to the window dim, then merge them
-                            Tensor gm = g.unsqueeze(static_cast<int64_t>(d + 1))
-                                            .transpose(static_cast<int64_t>(d + 1), -1)
-                                            .squeeze(-1);
-                            std::vector<size_t> merged = x.dims();
-                            merged[d] = nwin * size;
-                            Tensor ids = Tensor::from_vec(pos, Shape{pos.size()}, x.device());
-                            gi[0] = autograd::zeros_of(x).index_add(ids, gm.reshape(Shape(merged)),
-                                                                    static_cast<int64_t>(d));
-                          },
-                          *this);
+  return autograd::record(
+      view_of(*this, Layout(Shape(std::move(dv)), std::move(st), layout().start_offset())), "unfold",
+      CANDLE_BACKWARD(d, size, step) {
+        const Tensor& x = in[0];
+        const size_t nwin = g.dims()[d];
+        std::vector<int64_t> pos;
+        pos.reserve(nwin * size);
+        for (size_t w = 0; w < nwin; ++w)
+          for (size_t j = 0; j < size; ++j) pos.push_back(static_cast<int64_t>(w * step + j));
+        // move the window-offset dim next to the window dim, then merge them
+        Tensor gm =
+            g.unsqueeze(static_cast<int64_t>(d + 1)).transpose(static_cast<int64_t>(d + 1), -1).squeeze(-1);
+        std::vector<size_t> merged = x.dims();
+        merged[d] = nwin * size;
+        Tensor ids = Tensor::from_vec(pos, Shape{pos.size()}, x.device());
+        gi[0] = autograd::zeros_of(x).index_add(ids, gm.reshape(Shape(merged)), static_cast<int64_t>(d));
+      },
+      *this);
 }
 
 Tensor Tensor::i(std::initializer_list<IndexItem> items) const {
