@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "core/backprop_op.h"
 #include "core/tensor_impl.h"
 #include "ops/op_util.h"
 
@@ -133,7 +134,14 @@ Tensor Tensor::randn(double mean, double stddev, const Shape& shape, DType dtype
 
 Tensor Tensor::to_dtype(DType dtype) const {
   if (dtype == this->dtype()) return *this;
-  return ops::make_result(storage()->to_dtype(layout(), dtype), shape(), dtype, device());
+  Tensor out = ops::make_result(storage()->to_dtype(layout(), dtype), shape(), dtype, device());
+  if (!dtype_is_float(this->dtype())) return out;  // no gradient flows into integers
+  return autograd::record(
+      std::move(out), "to_dtype",
+      [](const std::vector<Tensor>& in, const Tensor&, const Tensor& g, std::vector<Tensor>& gi) {
+        gi[0] = g.to_dtype(in[0].dtype());
+      },
+      *this);
 }
 
 Tensor Tensor::to_device(const Device& dev) const {
@@ -147,13 +155,21 @@ Tensor Tensor::to_device(const Device& dev) const {
     cpu->copy_strided_src(*part, 0, src.layout());
   }
   StoragePtr s = dev.is_cpu() ? StoragePtr(part) : dev.backend().from_cpu(*part);
-  return from_storage(std::move(s), Layout::contiguous(shape()), dtype(), dev, track_op());
+  return autograd::record(
+      from_storage(std::move(s), Layout::contiguous(shape()), dtype(), dev), "to_device",
+      [](const std::vector<Tensor>& in, const Tensor&, const Tensor& g, std::vector<Tensor>& gi) {
+        gi[0] = g.to_device(in[0].device());
+      },
+      *this);
 }
 
 Tensor Tensor::copy() const {
   StoragePtr s = device().backend().alloc(dtype(), elem_count());
   storage()->copy_strided_src(*s, 0, layout());
-  return from_storage(std::move(s), Layout::contiguous(shape()), dtype(), device(), track_op());
+  return autograd::record(
+      from_storage(std::move(s), Layout::contiguous(shape()), dtype(), device()), "copy",
+      [](const std::vector<Tensor>&, const Tensor&, const Tensor& g, std::vector<Tensor>& gi) { gi[0] = g; },
+      *this);
 }
 
 Tensor Tensor::contiguous() const {

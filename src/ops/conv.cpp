@@ -7,6 +7,8 @@
 
 #include "candle/tensor.h"
 #include "candle/utils.h"
+#include "core/backprop_op.h"
+#include "ops/conv_backward.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -100,6 +102,33 @@ ParamsConv2D conv2d_params(const Tensor& x, const Tensor& k, size_t padding, siz
   return p;
 }
 
+// The Tensor method of a unary op (for conv2d_fused's unfused chain).
+Tensor apply_unary(const Tensor& t, UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: return t.neg();
+    case UnaryOp::Recip: return t.recip();
+    case UnaryOp::Exp: return t.exp();
+    case UnaryOp::Log: return t.log();
+    case UnaryOp::Sin: return t.sin();
+    case UnaryOp::Cos: return t.cos();
+    case UnaryOp::Tanh: return t.tanh();
+    case UnaryOp::Abs: return t.abs();
+    case UnaryOp::Sqr: return t.sqr();
+    case UnaryOp::Sqrt: return t.sqrt();
+    case UnaryOp::Gelu: return t.gelu();
+    case UnaryOp::GeluErf: return t.gelu_erf();
+    case UnaryOp::Erf: return t.erf();
+    case UnaryOp::Relu: return t.relu();
+    case UnaryOp::Silu: return t.silu();
+    case UnaryOp::Sigmoid: return t.sigmoid();
+    case UnaryOp::Ceil: return t.ceil();
+    case UnaryOp::Floor: return t.floor();
+    case UnaryOp::Round: return t.round();
+    case UnaryOp::Sign: return t.sign();
+  }
+  throw Error(ErrorKind::InvalidArgument, "conv2d_fused: unknown activation");
+}
+
 }  // namespace
 
 size_t conv_scratch_limit() { return conv_scratch_setting().load(std::memory_order_relaxed); }
@@ -124,8 +153,17 @@ Tensor Tensor::conv1d(const Tensor& kernel, size_t padding, size_t stride, size_
   p.dilation = dilation;
   p.groups = groups;
   const Shape out{p.b_size, p.c_out, p.l_out()};
-  return ops::make_result(storage()->conv1d(layout(), *kernel.storage(), kernel.layout(), p), out, dtype(),
-                          device());
+  return autograd::record(
+      ops::make_result(storage()->conv1d(layout(), *kernel.storage(), kernel.layout(), p), out, dtype(),
+                       device()),
+      "conv1d",
+      CANDLE_BACKWARD(padding, stride, dilation, groups) {
+        const Tensor& x = in[0];
+        const Tensor& w = in[1];
+        if (x.track_op()) gi[0] = autograd::conv1d_grad_input(g, x, w, padding, stride, dilation, groups);
+        if (w.track_op()) gi[1] = autograd::conv1d_grad_kernel(g, x, w, padding, stride, dilation, groups);
+      },
+      *this, kernel);
 }
 
 Tensor Tensor::conv2d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation,
@@ -140,6 +178,23 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
                             std::optional<UnaryOp> activation) const {
   const char* op = bias || activation ? "conv2d_fused" : "conv2d";
   check_conv(*this, kernel, 2, padding, stride, dilation, groups, op);
+  if ((bias || activation) && (track_op() || kernel.track_op() || (bias && bias->track_op()))) {
+    // differentiable: the unfused chain conv2d -> broadcast_add -> activation, each op
+    // recording its node (same values for f32/f64; f16/bf16 round between the steps)
+    if (bias) {
+      ops::check_same_device(*this, *bias, op);
+      ops::check_same_dtype(*this, *bias, op);
+      if (bias->rank() != 1 || bias->dim(0) != kernel.dim(0)) {
+        throw Error(ErrorKind::ShapeMismatch, std::string(op) + ": bias must have shape [" +
+                                                  std::to_string(kernel.dim(0)) + "], got " +
+                                                  bias->shape().to_string());
+      }
+    }
+    Tensor y = conv2d(kernel, padding, stride, dilation, groups);
+    if (bias) y = y.broadcast_add(bias->reshape(Shape{1, bias->dim(0), 1, 1}));
+    if (activation) y = apply_unary(y, *activation);
+    return y;
+  }
   ConvEpilogue ep;
   ep.activation = activation;
   if (bias) {
@@ -155,8 +210,18 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
   }
   const ParamsConv2D p = conv2d_params(*this, kernel, padding, stride, dilation, groups);
   const Shape out{p.b_size, p.c_out, p.out_h(), p.out_w()};
-  return ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out,
-                          dtype(), device());
+  Tensor y = ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out,
+                              dtype(), device());
+  if (bias || activation) return y;  // (untracked here: the tracked case took the unfused chain)
+  return autograd::record(
+      std::move(y), "conv2d",
+      CANDLE_BACKWARD(padding, stride, dilation, groups) {
+        const Tensor& x = in[0];
+        const Tensor& w = in[1];
+        if (x.track_op()) gi[0] = autograd::conv2d_grad_input(g, x, w, padding, stride, dilation, groups);
+        if (w.track_op()) gi[1] = autograd::conv2d_grad_kernel(g, x, w, padding, stride, dilation, groups);
+      },
+      *this, kernel);
 }
 
 }  // namespace candle

@@ -7,6 +7,8 @@
 
 #include "candle/backend.h"
 #include "candle/tensor.h"
+#include "core/backprop_op.h"
+#include "ops/conv_backward.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -82,9 +84,23 @@ Tensor Tensor::conv_transpose1d(const Tensor& kernel, size_t padding, size_t out
       transposed_len(op, "length", l_in, k, padding, output_padding, stride, dilation, *this, kernel);
   ParamsConv1D p{b, l_in, c_out_g * groups, c_in, k, padding, output_padding, stride, dilation, groups};
   const Shape out_shape{b, p.c_out, l_out};
-  if (out_shape.elem_count() == 0) return Tensor::zeros(out_shape, dtype(), device());
-  return ops::make_result(storage()->conv_transpose1d(layout(), *kernel.storage(), kernel.layout(), p),
-                          out_shape, dtype(), device());
+  Tensor y =
+      out_shape.elem_count() == 0
+          ? Tensor::zeros(out_shape, dtype(), device())
+          : ops::make_result(storage()->conv_transpose1d(layout(), *kernel.storage(), kernel.layout(), p),
+                             out_shape, dtype(), device());
+  return autograd::record(
+      std::move(y), op,
+      CANDLE_BACKWARD(padding, stride, dilation, groups) {
+        const Tensor& x = in[0];
+        const Tensor& w = in[1];
+        if (g.elem_count() == 0) return;
+        if (x.track_op())
+          gi[0] = autograd::conv_transpose1d_grad_input(g, x, w, padding, stride, dilation, groups);
+        if (w.track_op())
+          gi[1] = autograd::conv_transpose1d_grad_kernel(g, x, w, padding, stride, dilation, groups);
+      },
+      *this, kernel);
 }
 
 Tensor Tensor::conv_transpose2d(const Tensor& kernel, size_t padding, size_t output_padding, size_t stride,
@@ -99,9 +115,21 @@ Tensor Tensor::conv_transpose2d(const Tensor& kernel, size_t padding, size_t out
       transposed_len(op, "width", i_w, k_w, padding, output_padding, stride, dilation, *this, kernel);
   ParamsConv2D p{b, i_h, i_w, k_h, k_w, c_out, c_in, padding, output_padding, stride, dilation, 1};
   const Shape out_shape{b, c_out, o_h, o_w};
-  if (out_shape.elem_count() == 0) return Tensor::zeros(out_shape, dtype(), device());
-  return ops::make_result(storage()->conv_transpose2d(layout(), *kernel.storage(), kernel.layout(), p),
-                          out_shape, dtype(), device());
+  Tensor y =
+      out_shape.elem_count() == 0
+          ? Tensor::zeros(out_shape, dtype(), device())
+          : ops::make_result(storage()->conv_transpose2d(layout(), *kernel.storage(), kernel.layout(), p),
+                             out_shape, dtype(), device());
+  return autograd::record(
+      std::move(y), op,
+      CANDLE_BACKWARD(padding, stride, dilation) {
+        const Tensor& x = in[0];
+        const Tensor& w = in[1];
+        if (g.elem_count() == 0) return;
+        if (x.track_op()) gi[0] = autograd::conv_transpose2d_grad_input(g, x, w, padding, stride, dilation);
+        if (w.track_op()) gi[1] = autograd::conv_transpose2d_grad_kernel(g, x, w, padding, stride, dilation);
+      },
+      *this, kernel);
 }
 
 }  // namespace candle

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "candle/tensor.h"
+#include "core/backprop_op.h"
 #include "cpu/parallel.h"
 #include "ops/op_util.h"
 
@@ -135,8 +136,17 @@ std::vector<Tensor> Tensor::meshgrid(const std::vector<Tensor>& args, bool xy_in
     std::vector<size_t> st(dims.size(), 0);
     st[idx] = t.stride()[0];
     Layout l(Shape(dims), std::move(st), t.layout().start_offset());
-    grids.push_back(
-        Tensor::from_storage(t.storage(), std::move(l), t.dtype(), t.device(), t.track_op()).copy());
+    Tensor grid = Tensor::from_storage(t.storage(), std::move(l), t.dtype(), t.device()).copy();
+    // the grid repeats t along every other dim: its gradient sums over them
+    grids.push_back(autograd::record(
+        std::move(grid), "meshgrid",
+        CANDLE_BACKWARD(idx) {
+          std::vector<int64_t> other;
+          for (size_t k = 0; k < g.rank(); ++k)
+            if (k != idx) other.push_back(static_cast<int64_t>(k));
+          gi[0] = g.sum(other);
+        },
+        t));
   }
   if (xy_indexing) std::reverse(grids.begin(), grids.end());
   return grids;

@@ -4,15 +4,116 @@
 #include <string>
 
 #include "candle/tensor.h"
+#include "core/backprop_op.h"
 #include "core/unary_traits.h"
 #include "ops/op_util.h"
 
 namespace candle {
 namespace {
 
+constexpr double kPi = 3.14159265358979323846;
+
+// g * d op(x) / dx, given x and y = op(x). At the kinks, relu and abs take PyTorch's
+// convention (0 at x = 0); ceil, floor, round and sign have a zero gradient.
+Tensor unary_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& g) {
+  switch (op) {
+    case UnaryOp::Neg: return g.neg();
+    case UnaryOp::Recip: return g.mul(y.sqr()).neg();
+    case UnaryOp::Exp: return g.mul(y);
+    case UnaryOp::Log: return g.div(x);
+    case UnaryOp::Sin: return g.mul(x.cos());
+    case UnaryOp::Cos: return g.mul(x.sin()).neg();
+    case UnaryOp::Tanh: return g.mul(y.sqr().affine(-1.0, 1.0));
+    case UnaryOp::Abs: return g.mul(x.sign());
+    case UnaryOp::Sqr: return g.mul(x).affine(2.0, 0.0);
+    case UnaryOp::Sqrt: return g.div(y).affine(0.5, 0.0);
+    case UnaryOp::Gelu: {
+      // y = 0.5 x (1 + tanh(u)), u = c (x + a x^3)
+      const double c = std::sqrt(2.0 / kPi), a = 0.044715;
+      Tensor x2 = x.sqr();
+      Tensor t = x.mul(x2.affine(a, 1.0)).affine(c, 0.0).tanh();
+      Tensor du = x2.affine(3.0 * a * c, c);
+      Tensor d = t.affine(0.5, 0.5).add(x.mul(t.sqr().affine(-1.0, 1.0)).mul(du).affine(0.5, 0.0));
+      return g.mul(d);
+    }
+    case UnaryOp::GeluErf: {
+      // Phi(x) + x phi(x)
+      Tensor cdf = x.affine(1.0 / std::sqrt(2.0), 0.0).erf().affine(0.5, 0.5);
+      Tensor pdf = x.sqr().affine(-0.5, 0.0).exp().affine(1.0 / std::sqrt(2.0 * kPi), 0.0);
+      return g.mul(cdf.add(x.mul(pdf)));
+    }
+    case UnaryOp::Erf: return g.mul(x.sqr().neg().exp().affine(2.0 / std::sqrt(kPi), 0.0));
+    case UnaryOp::Relu: return g.mul(x.gt(Scalar(0.0)).to_dtype(x.dtype()));
+    case UnaryOp::Silu: {
+      // s (1 + x (1 - s)), s = sigmoid(x)
+      Tensor s = x.sigmoid();
+      return g.mul(s.mul(x.mul(s.affine(-1.0, 1.0)).affine(1.0, 1.0)));
+    }
+    case UnaryOp::Sigmoid: return g.mul(y.mul(y.affine(-1.0, 1.0)));
+    case UnaryOp::Ceil:
+    case UnaryOp::Floor:
+    case UnaryOp::Round:
+    case UnaryOp::Sign: return autograd::zeros_of(x);
+  }
+  throw Error(ErrorKind::Internal, std::string("no gradient for unary op ") + unary_op_name(op));
+}
+
 Tensor unary(const Tensor& t, UnaryOp op) {
   if (!unary_op_supports_int(op)) ops::check_float(t, unary_op_name(op));
-  return ops::make_result(t.storage()->unary(op, t.layout()), t.shape(), t.dtype(), t.device());
+  return autograd::record(
+      ops::make_result(t.storage()->unary(op, t.layout()), t.shape(), t.dtype(), t.device()),
+      unary_op_name(op), CANDLE_BACKWARD(op) { gi[0] = unary_grad(op, in[0], out, g); }, t);
+}
+
+// The gradients of a binary op at the (broadcast) output shape, summed back to each input's
+// shape. Maximum/minimum send the gradient to the input(s) equal to the result, halved
+// where both are (so maximum(x, x) has gradient 1, as candle).
+void binary_grad(BinaryOp op, const std::vector<Tensor>& in, const Tensor& out, const Tensor& g,
+                 std::vector<Tensor>& gi) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  const bool need_a = a.track_op(), need_b = b.track_op();
+  const Shape& s = out.shape();
+  Tensor ab = a.broadcast_as(s), bb = b.broadcast_as(s);
+  Tensor ga, gb;
+  switch (op) {
+    case BinaryOp::Add:
+      ga = g;
+      gb = g;
+      break;
+    case BinaryOp::Sub:
+      ga = g;
+      if (need_b) gb = g.neg();
+      break;
+    case BinaryOp::Mul:
+      if (need_a) ga = g.mul(bb);
+      if (need_b) gb = g.mul(ab);
+      break;
+    case BinaryOp::Div:
+      if (need_a) ga = g.div(bb);
+      if (need_b) gb = g.mul(out).div(bb).neg();
+      break;
+    case BinaryOp::Maximum:
+    case BinaryOp::Minimum: {
+      Tensor ma = out.eq(ab).to_dtype(out.dtype());
+      Tensor mb = out.eq(bb).to_dtype(out.dtype());
+      if (need_a) ga = g.mul(ma).div(mb.affine(1.0, 1.0));
+      if (need_b) gb = g.mul(mb).div(ma.affine(1.0, 1.0));
+      break;
+    }
+    case BinaryOp::Pow:
+      // out = a^b: d/da = b a^(b-1), d/db = out ln(a)
+      if (need_a) ga = g.mul(bb).mul(ab.pow(bb.affine(1.0, -1.0)));
+      if (need_b) gb = g.mul(out).mul(ab.log());
+      break;
+  }
+  if (need_a && ga.defined()) gi[0] = autograd::sum_to_shape(ga, a.shape());
+  if (need_b && gb.defined()) gi[1] = autograd::sum_to_shape(gb, b.shape());
+}
+
+Tensor record_binary(Tensor out, const Tensor& a, const Tensor& b, BinaryOp op) {
+  return autograd::record(
+      std::move(out), binary_op_name(op), CANDLE_BACKWARD(op) { binary_grad(op, in, out, g, gi); }, a, b);
 }
 
 void check_pair(const Tensor& a, const Tensor& b, const char* op) {
@@ -25,8 +126,9 @@ Tensor binary_same_shape(const Tensor& a, const Tensor& b, BinaryOp op) {
   check_pair(a, b, name);
   ops::check_same_shape(a, b, name);
   if (op == BinaryOp::Pow) ops::check_float(a, name);
-  return ops::make_result(a.storage()->binary(op, a.layout(), *b.storage(), b.layout()), a.shape(), a.dtype(),
-                          a.device());
+  return record_binary(ops::make_result(a.storage()->binary(op, a.layout(), *b.storage(), b.layout()),
+                                        a.shape(), a.dtype(), a.device()),
+                       a, b, op);
 }
 
 Tensor binary_broadcast(const Tensor& a, const Tensor& b, BinaryOp op) {
@@ -36,7 +138,9 @@ Tensor binary_broadcast(const Tensor& a, const Tensor& b, BinaryOp op) {
   Shape shape = a.shape().broadcast_shape_binary_op(b.shape(), name.c_str());
   Layout al = a.layout().broadcast_as(shape);
   Layout bl = b.layout().broadcast_as(shape);
-  return ops::make_result(a.storage()->binary(op, al, *b.storage(), bl), shape, a.dtype(), a.device());
+  return record_binary(
+      ops::make_result(a.storage()->binary(op, al, *b.storage(), bl), shape, a.dtype(), a.device()), a, b,
+      op);
 }
 
 Tensor cmp_layouts(const Tensor& a, const Layout& al, const Tensor& b, const Layout& bl, CmpOp op) {
@@ -64,8 +168,10 @@ Tensor cmp_scalar(const Tensor& a, const Scalar& s, CmpOp op) {
 
 Tensor binary_scalar(const Tensor& a, const Scalar& s, BinaryOp op) {
   Tensor b = scalar_as(a, s);
-  return ops::make_result(a.storage()->binary(op, a.layout(), *b.storage(), b.layout()), a.shape(), a.dtype(),
-                          a.device());
+  // b is an untracked constant: the node gets a gradient for a only
+  return record_binary(ops::make_result(a.storage()->binary(op, a.layout(), *b.storage(), b.layout()),
+                                        a.shape(), a.dtype(), a.device()),
+                       a, b, op);
 }
 
 }  // namespace
@@ -93,17 +199,30 @@ Tensor Tensor::round() const { return unary(*this, UnaryOp::Round); }
 Tensor Tensor::sign() const { return unary(*this, UnaryOp::Sign); }
 
 Tensor Tensor::affine(double mul, double add) const {
-  return ops::make_result(storage()->affine(layout(), mul, add), shape(), dtype(), device());
+  return autograd::record(
+      ops::make_result(storage()->affine(layout(), mul, add), shape(), dtype(), device()), "affine",
+      CANDLE_BACKWARD(mul) { gi[0] = g.affine(mul, 0.0); }, *this);
 }
 
+// As candle: 1 for x > 0, alpha exp(x) for x <= 0.
 Tensor Tensor::elu(double alpha) const {
   ops::check_float(*this, "elu");
-  return ops::make_result(storage()->elu(layout(), alpha), shape(), dtype(), device());
+  return autograd::record(
+      ops::make_result(storage()->elu(layout(), alpha), shape(), dtype(), device()), "elu",
+      CANDLE_BACKWARD(alpha) {
+        const Tensor& x = in[0];
+        Tensor pos = x.gt(Scalar(0.0)).to_dtype(x.dtype());
+        Tensor neg = x.le(Scalar(0.0)).to_dtype(x.dtype()).mul(x.exp()).affine(alpha, 0.0);
+        gi[0] = g.mul(pos.add(neg));
+      },
+      *this);
 }
 
 Tensor Tensor::powf(double e) const {
   ops::check_float(*this, "powf");
-  return ops::make_result(storage()->powf(layout(), e), shape(), dtype(), device());
+  return autograd::record(
+      ops::make_result(storage()->powf(layout(), e), shape(), dtype(), device()), "powf",
+      CANDLE_BACKWARD(e) { gi[0] = g.mul(in[0].powf(e - 1.0)).affine(e, 0.0); }, *this);
 }
 
 Tensor Tensor::clamp(const Scalar& min, const Scalar& max) const { return maximum(min).minimum(max); }
@@ -197,8 +316,17 @@ Tensor Tensor::where_cond(const Tensor& on_true, const Tensor& on_false) const {
   Layout cl = layout().broadcast_as(shape);
   Layout tl = on_true.layout().broadcast_as(shape);
   Layout fl = on_false.layout().broadcast_as(shape);
-  return ops::make_result(storage()->where_cond(cl, *on_true.storage(), tl, *on_false.storage(), fl), shape,
-                          on_true.dtype(), device());
+  return autograd::record(
+      ops::make_result(storage()->where_cond(cl, *on_true.storage(), tl, *on_false.storage(), fl), shape,
+                       on_true.dtype(), device()),
+      "where_cond",
+      CANDLE_BACKWARD() {
+        const Tensor& c = in[0];
+        Tensor zeros = autograd::zeros_of(g);
+        if (in[1].track_op()) gi[1] = autograd::sum_to_shape(c.where_cond(g, zeros), in[1].shape());
+        if (in[2].track_op()) gi[2] = autograd::sum_to_shape(c.where_cond(zeros, g), in[2].shape());
+      },
+      *this, on_true, on_false);
 }
 
 // ---- operators --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "candle/tensor.h"
+#include "core/backprop_op.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -108,8 +109,14 @@ Tensor Tensor::index_select(const Tensor& ids, int64_t dim) const {
   }
   std::vector<size_t> out_dims = dims();
   out_dims[d] = ids.dims()[0];
-  return ops::make_result(storage()->index_select(layout(), *ids.storage(), ids.layout(), d), Shape(out_dims),
-                          dtype(), device());
+  return autograd::record(
+      ops::make_result(storage()->index_select(layout(), *ids.storage(), ids.layout(), d), Shape(out_dims),
+                       dtype(), device()),
+      "index_select",
+      CANDLE_BACKWARD(ids, d) {
+        gi[0] = autograd::zeros_of(in[0]).index_add(ids, g, static_cast<int64_t>(d));
+      },
+      *this);
 }
 
 Tensor Tensor::gather(const Tensor& ids, int64_t dim) const {
@@ -119,8 +126,14 @@ Tensor Tensor::gather(const Tensor& ids, int64_t dim) const {
   ops::check_int(ids, op);
   // candle requires equal dims off `dim` (PyTorch would allow smaller ones)
   if (!same_dims_except(shape(), ids.shape(), d)) shape_error(op, "self", shape(), "ids", ids.shape(), d);
-  return ops::make_result(storage()->gather(layout(), *ids.storage(), ids.layout(), d), ids.shape(), dtype(),
-                          device());
+  return autograd::record(
+      ops::make_result(storage()->gather(layout(), *ids.storage(), ids.layout(), d), ids.shape(), dtype(),
+                       device()),
+      "gather",
+      CANDLE_BACKWARD(ids, d) {
+        gi[0] = autograd::zeros_of(in[0]).scatter_add(ids, g, static_cast<int64_t>(d));
+      },
+      *this);
 }
 
 Tensor Tensor::scatter(const Tensor& ids, const Tensor& src, int64_t dim) const {
@@ -130,7 +143,15 @@ Tensor Tensor::scatter(const Tensor& ids, const Tensor& src, int64_t dim) const 
   StoragePtr out = copy_of(*this);
   out->scatter_set(Layout::contiguous(shape()), *ids.storage(), ids.layout(), *src.storage(), src.layout(),
                    d);
-  return ops::make_result(std::move(out), shape(), dtype(), device());
+  // self's gradient is g with the overwritten positions zeroed; src's is g at ids
+  return autograd::record(
+      ops::make_result(std::move(out), shape(), dtype(), device()), "scatter",
+      CANDLE_BACKWARD(ids, d) {
+        const auto sd = static_cast<int64_t>(d);
+        if (in[0].track_op()) gi[0] = g.scatter(ids, autograd::zeros_of(in[1]), sd);
+        if (in[1].track_op()) gi[1] = g.gather(ids, sd);
+      },
+      *this, src);
 }
 
 Tensor Tensor::scatter_add(const Tensor& ids, const Tensor& src, int64_t dim) const {
@@ -140,7 +161,13 @@ Tensor Tensor::scatter_add(const Tensor& ids, const Tensor& src, int64_t dim) co
   StoragePtr out = copy_of(*this);
   out->scatter_add_set(Layout::contiguous(shape()), *ids.storage(), ids.layout(), *src.storage(),
                        src.layout(), d);
-  return ops::make_result(std::move(out), shape(), dtype(), device());
+  return autograd::record(
+      ops::make_result(std::move(out), shape(), dtype(), device()), "scatter_add",
+      CANDLE_BACKWARD(ids, d) {
+        gi[0] = g;
+        if (in[1].track_op()) gi[1] = g.gather(ids, static_cast<int64_t>(d));
+      },
+      *this, src);
 }
 
 void Tensor::scatter_set(const Tensor& ids, const Tensor& src, int64_t dim) const {
@@ -172,9 +199,16 @@ Tensor Tensor::index_add(const Tensor& ids, const Tensor& src, int64_t dim) cons
     shape_error("index_add (ids, src), ids must be 1-D with src's length along dim", "ids", ids.shape(),
                 "src", src.shape(), d);
   }
-  return ops::make_result(
-      storage()->index_add(layout(), *ids.storage(), ids.layout(), *src.storage(), src.layout(), d), shape(),
-      dtype(), device());
+  return autograd::record(
+      ops::make_result(
+          storage()->index_add(layout(), *ids.storage(), ids.layout(), *src.storage(), src.layout(), d),
+          shape(), dtype(), device()),
+      "index_add",
+      CANDLE_BACKWARD(ids, d) {
+        gi[0] = g;
+        if (in[1].track_op()) gi[1] = g.index_select(ids, static_cast<int64_t>(d));
+      },
+      *this, src);
 }
 
 Tensor Tensor::slice_scatter(const Tensor& src, int64_t dim, size_t start) const {
@@ -183,7 +217,14 @@ Tensor Tensor::slice_scatter(const Tensor& src, int64_t dim, size_t start) const
   check_slice_args(*this, src, d, start, op);
   StoragePtr out = copy_of(*this);
   write_slice(*out, 0, shape(), src, d, start);
-  return ops::make_result(std::move(out), shape(), dtype(), device());
+  return autograd::record(
+      ops::make_result(std::move(out), shape(), dtype(), device()), "slice_scatter",
+      CANDLE_BACKWARD(d, start) {
+        const auto sd = static_cast<int64_t>(d);
+        if (in[0].track_op()) gi[0] = g.slice_scatter(autograd::zeros_of(in[1]), sd, start);
+        if (in[1].track_op()) gi[1] = g.narrow(sd, start, in[1].dims()[d]);
+      },
+      *this, src);
 }
 
 void Tensor::slice_set(const Tensor& src, int64_t dim, size_t offset) const {
@@ -211,8 +252,18 @@ Tensor Tensor::embedding(const Tensor& ids) const {
   Layout flat_l = Layout::contiguous(Shape{ids.elem_count()}, flat.layout().start_offset());
   std::vector<size_t> out_dims = ids.dims();
   out_dims.push_back(dims()[1]);
-  return ops::make_result(storage()->index_select(layout(), *flat.storage(), flat_l, 0), Shape(out_dims),
-                          dtype(), device());
+  Tensor out = ops::make_result(storage()->index_select(layout(), *flat.storage(), flat_l, 0),
+                                Shape(out_dims), dtype(), device());
+  if (!track_op()) return out;
+  Tensor flat_ids = Tensor::from_storage(flat.storage(), flat_l, flat.dtype(), flat.device());
+  return autograd::record(
+      std::move(out), "embedding",
+      CANDLE_BACKWARD(flat_ids) {
+        const Tensor& w = in[0];
+        gi[0] = autograd::zeros_of(w).index_add(flat_ids,
+                                                g.reshape(Shape{flat_ids.elem_count(), w.dims()[1]}), 0);
+      },
+      *this);
 }
 
 void Tensor::const_set(const Scalar& v) const { storage()->const_set(v, layout()); }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "candle/tensor.h"
+#include "core/backprop_op.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -139,7 +140,13 @@ Tensor Tensor::matmul(const Tensor& rhs) const {
   check_operands(*this, rhs, "matmul");
   std::vector<size_t> out = ls.dims();
   out[r - 1] = rs[r - 1];
-  return matmul_layouts(*this, layout(), rhs, rhs.layout(), Shape(std::move(out)));
+  return autograd::record(
+      matmul_layouts(*this, layout(), rhs, rhs.layout(), Shape(std::move(out))), "matmul",
+      CANDLE_BACKWARD() {
+        if (in[0].track_op()) gi[0] = g.matmul(in[1].t());
+        if (in[1].track_op()) gi[1] = in[0].t().matmul(g);
+      },
+      *this, rhs);
 }
 
 Tensor Tensor::broadcast_matmul(const Tensor& rhs) const {
@@ -151,7 +158,16 @@ Tensor Tensor::broadcast_matmul(const Tensor& rhs) const {
   r_dims[r - 2] = rhs.dim(-2);
   Layout ll = layout().broadcast_as(Shape(std::move(l_dims)));
   Layout rl = rhs.layout().broadcast_as(Shape(std::move(r_dims)));
-  return matmul_layouts(*this, std::move(ll), rhs, std::move(rl), out);
+  // the batch-broadcast gradients are summed back to each operand's shape
+  return autograd::record(
+      matmul_layouts(*this, std::move(ll), rhs, std::move(rl), out), "broadcast_matmul",
+      CANDLE_BACKWARD() {
+        const Tensor& a = in[0];
+        const Tensor& b = in[1];
+        if (a.track_op()) gi[0] = autograd::sum_to_shape(g.broadcast_matmul(b.t()), a.shape());
+        if (b.track_op()) gi[1] = autograd::sum_to_shape(a.t().broadcast_matmul(g), b.shape());
+      },
+      *this, rhs);
 }
 
 Tensor Tensor::dot(const Tensor& rhs) const {
@@ -160,7 +176,13 @@ Tensor Tensor::dot(const Tensor& rhs) const {
   const size_t k = dims()[0];
   Layout ll(Shape{1, k}, {k * stride()[0], stride()[0]}, layout().start_offset());
   Layout rl(Shape{k, 1}, {rhs.stride()[0], 1}, rhs.layout().start_offset());
-  return matmul_layouts(*this, std::move(ll), rhs, std::move(rl), Shape{});
+  return autograd::record(
+      matmul_layouts(*this, std::move(ll), rhs, std::move(rl), Shape{}), "dot",
+      CANDLE_BACKWARD() {
+        if (in[0].track_op()) gi[0] = in[1].broadcast_mul(g);
+        if (in[1].track_op()) gi[1] = in[0].broadcast_mul(g);
+      },
+      *this, rhs);
 }
 
 Tensor Tensor::mv(const Tensor& rhs) const {
@@ -168,7 +190,13 @@ Tensor Tensor::mv(const Tensor& rhs) const {
   check_operands(*this, rhs, "mv");
   const size_t k = rhs.dims()[0];
   Layout rl(Shape{k, 1}, {rhs.stride()[0], 1}, rhs.layout().start_offset());
-  return matmul_layouts(*this, layout(), rhs, std::move(rl), Shape{dims()[0]});
+  return autograd::record(
+      matmul_layouts(*this, layout(), rhs, std::move(rl), Shape{dims()[0]}), "mv",
+      CANDLE_BACKWARD() {
+        if (in[0].track_op()) gi[0] = g.unsqueeze(1).matmul(in[1].unsqueeze(0));
+        if (in[1].track_op()) gi[1] = in[0].t().mv(g);
+      },
+      *this, rhs);
 }
 
 }  // namespace candle

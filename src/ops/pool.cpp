@@ -5,6 +5,8 @@
 #include <string>
 
 #include "candle/tensor.h"
+#include "core/backprop_op.h"
+#include "ops/conv_backward.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -70,7 +72,12 @@ Tensor bilinear(const Tensor& t, size_t oh, size_t ow, bool align_corners, std::
   Shape out{b, c, oh, ow};
   check_resizable(t, out, 2, op);
   StoragePtr s = t.storage()->upsample_bilinear2d(t.layout(), oh, ow, align_corners, sh, sw);
-  return ops::make_result(std::move(s), out, t.dtype(), t.device());
+  return autograd::record(
+      ops::make_result(std::move(s), out, t.dtype(), t.device()), op,
+      CANDLE_BACKWARD(align_corners, sh, sw) {
+        gi[0] = autograd::upsample_bilinear2d_grad(g, in[0], align_corners, sh, sw);
+      },
+      t);
 }
 
 }  // namespace
@@ -80,13 +87,19 @@ Tensor Tensor::avg_pool2d_with_stride(std::array<size_t, 2> kernel, std::array<s
   Shape out = pool_out_shape(*this, kernel, stride, op);
   ops::check_float(*this, op);
   StoragePtr s = storage()->avg_pool2d(layout(), kernel, stride);
-  return ops::make_result(std::move(s), out, dtype(), device());
+  return autograd::record(
+      ops::make_result(std::move(s), out, dtype(), device()), op,
+      CANDLE_BACKWARD(kernel, stride) { gi[0] = autograd::avg_pool2d_grad(g, in[0], kernel, stride); },
+      *this);
 }
 
 Tensor Tensor::max_pool2d_with_stride(std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const {
   Shape out = pool_out_shape(*this, kernel, stride, "max_pool2d");
   StoragePtr s = storage()->max_pool2d(layout(), kernel, stride);
-  return ops::make_result(std::move(s), out, dtype(), device());
+  return autograd::record(
+      ops::make_result(std::move(s), out, dtype(), device()), "max_pool2d",
+      CANDLE_BACKWARD(kernel, stride) { gi[0] = autograd::max_pool2d_grad(g, in[0], kernel, stride); },
+      *this);
 }
 
 Tensor Tensor::upsample_nearest1d(size_t target_l) const {
@@ -96,7 +109,9 @@ Tensor Tensor::upsample_nearest1d(size_t target_l) const {
   Shape out{b, c, target_l};
   check_resizable(*this, out, 2, op);
   StoragePtr s = storage()->upsample_nearest1d(layout(), target_l);
-  return ops::make_result(std::move(s), out, dtype(), device());
+  return autograd::record(
+      ops::make_result(std::move(s), out, dtype(), device()), op,
+      CANDLE_BACKWARD() { gi[0] = autograd::upsample_nearest1d_grad(g, in[0]); }, *this);
 }
 
 Tensor Tensor::upsample_nearest2d(size_t target_h, size_t target_w) const {
@@ -107,7 +122,9 @@ Tensor Tensor::upsample_nearest2d(size_t target_h, size_t target_w) const {
   Shape out{b, c, target_h, target_w};
   check_resizable(*this, out, 2, op);
   StoragePtr s = storage()->upsample_nearest2d(layout(), target_h, target_w);
-  return ops::make_result(std::move(s), out, dtype(), device());
+  return autograd::record(
+      ops::make_result(std::move(s), out, dtype(), device()), op,
+      CANDLE_BACKWARD() { gi[0] = autograd::upsample_nearest2d_grad(g, in[0]); }, *this);
 }
 
 Tensor Tensor::upsample_bilinear2d(size_t target_h, size_t target_w, bool align_corners) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "candle/tensor.h"
+#include "core/backprop_op.h"
 #include "cpu/reduce_kernels.h"
 #include "ops/op_util.h"
 
@@ -49,13 +50,34 @@ void check_not_empty(const Tensor& t, const std::vector<size_t>& dims, const cha
   }
 }
 
+// g (the gradient of a reduction over `dims` of x) seen with the reduced dims kept as 1.
+Tensor keepdim_view(const Tensor& g, const Tensor& x, const std::vector<size_t>& dims) {
+  return g.reshape(reduced_shape(x.shape(), dims, true));
+}
+
 Tensor reduce_impl(const Tensor& t, ReduceOp op, const std::vector<size_t>& dims, bool keepdim,
                    const char* name) {
   if (op != ReduceOp::Sum) check_not_empty(t, dims, name);
   const bool is_arg = op == ReduceOp::ArgMin || op == ReduceOp::ArgMax;
   StoragePtr s = t.storage()->reduce(op, t.layout(), dims);
-  return ops::make_result(std::move(s), reduced_shape(t.shape(), dims, keepdim),
-                          is_arg ? DType::U32 : t.dtype(), t.device());
+  Tensor out = ops::make_result(std::move(s), reduced_shape(t.shape(), dims, keepdim),
+                                is_arg ? DType::U32 : t.dtype(), t.device());
+  if (is_arg || !t.track_op()) return out;  // (the backward captures a vector: build it only when needed)
+  if (op == ReduceOp::Sum) {
+    return autograd::record(
+        std::move(out), name,
+        CANDLE_BACKWARD(dims) { gi[0] = keepdim_view(g, in[0], dims).broadcast_as(in[0].shape()); }, t);
+  }
+  // max / min: as candle, the gradient goes to every position equal to the result
+  return autograd::record(
+      std::move(out), name,
+      CANDLE_BACKWARD(dims) {
+        const Tensor& x = in[0];
+        Tensor m = keepdim_view(out, x, dims).broadcast_as(x.shape());
+        Tensor mask = x.eq(m).to_dtype(x.dtype());
+        gi[0] = keepdim_view(g, x, dims).broadcast_as(x.shape()).mul(mask);
+      },
+      t);
 }
 
 // Runs a CPU kernel on t's storage and puts the result on t's device.
@@ -74,15 +96,36 @@ Tensor via_cpu(const Tensor& t, const Shape& out_shape, DType out_dtype, const c
 }
 
 Tensor mean_impl(const Tensor& t, const std::vector<size_t>& dims, bool keepdim) {
-  return via_cpu(t, reduced_shape(t.shape(), dims, keepdim), t.dtype(), "mean",
-                 [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_mean(s, l, dims); });
+  Tensor out = via_cpu(t, reduced_shape(t.shape(), dims, keepdim), t.dtype(), "mean",
+                       [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_mean(s, l, dims); });
+  if (!t.track_op()) return out;
+  return autograd::record(
+      std::move(out), "mean",
+      CANDLE_BACKWARD(dims) {
+        const Tensor& x = in[0];
+        size_t n = 1;
+        for (size_t d : dims) n *= x.dims()[d];
+        gi[0] = keepdim_view(g, x, dims).affine(1.0 / static_cast<double>(n), 0.0).broadcast_as(x.shape());
+      },
+      t);
 }
 
 Tensor var_impl(const Tensor& t, int64_t dim, bool keepdim) {
   size_t d = t.shape().resolve_dim(dim, "var");
   ops::check_float(t, "var");
-  return via_cpu(t, reduced_shape(t.shape(), {d}, keepdim), t.dtype(), "var",
-                 [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_var(s, l, d); });
+  Tensor out = via_cpu(t, reduced_shape(t.shape(), {d}, keepdim), t.dtype(), "var",
+                       [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_var(s, l, d); });
+  // d var / dx = 2 (x - mean) / (n - 1)
+  return autograd::record(
+      std::move(out), "var",
+      CANDLE_BACKWARD(d) {
+        const Tensor& x = in[0];
+        const auto sd = static_cast<int64_t>(d);
+        const double n = static_cast<double>(x.dims()[d]);
+        Tensor centered = x.broadcast_sub(x.mean_keepdim(sd));
+        gi[0] = centered.broadcast_mul(keepdim_view(g, x, {d})).affine(2.0 / (n - 1.0), 0.0);
+      },
+      t);
 }
 
 size_t one_dim(const Tensor& t, int64_t dim, const char* op) { return t.shape().resolve_dim(dim, op); }
@@ -158,19 +201,39 @@ Tensor Tensor::log_sum_exp(const std::vector<int64_t>& dims) const {
   std::vector<size_t> d = ops::resolve_dims(shape(), dims, "log_sum_exp");
   ops::check_float(*this, "log_sum_exp");
   if (d.empty()) return *this;
-  return via_cpu(*this, reduced_shape(shape(), d, false), dtype(), "log_sum_exp",
-                 [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_log_sum_exp(s, l, d); });
+  Tensor out =
+      via_cpu(*this, reduced_shape(shape(), d, false), dtype(), "log_sum_exp",
+              [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_log_sum_exp(s, l, d); });
+  if (!track_op()) return out;
+  // d lse / dx = exp(x - lse)
+  return autograd::record(
+      std::move(out), "log_sum_exp",
+      CANDLE_BACKWARD(d) {
+        const Tensor& x = in[0];
+        Tensor p = x.broadcast_sub(keepdim_view(out, x, d)).exp();
+        gi[0] = p.broadcast_mul(keepdim_view(g, x, d));
+      },
+      *this);
 }
 
 Tensor Tensor::cumsum(int64_t dim) const {
   size_t d = shape().resolve_dim(dim, "cumsum");
-  return ops::make_result(storage()->cumsum(layout(), d), shape(), dtype(), device());
+  // the gradient is the reversed cumulative sum of g
+  return autograd::record(
+      ops::make_result(storage()->cumsum(layout(), d), shape(), dtype(), device()), "cumsum",
+      CANDLE_BACKWARD(d) {
+        const std::vector<int64_t> f{static_cast<int64_t>(d)};
+        gi[0] = g.flip(f).cumsum(static_cast<int64_t>(d)).flip(f);
+      },
+      *this);
 }
 
 Tensor Tensor::norm() const {
   ops::check_float(*this, "norm");
-  return via_cpu(*this, Shape{}, dtype(), "norm",
-                 [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_norm(s, l); });
+  Tensor out = via_cpu(*this, Shape{}, dtype(), "norm",
+                       [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_norm(s, l); });
+  return autograd::record(
+      std::move(out), "norm", CANDLE_BACKWARD() { gi[0] = in[0].broadcast_mul(g.div(out)); }, *this);
 }
 
 Tensor Tensor::arg_sort_last_dim(bool ascending) const {
@@ -185,6 +248,10 @@ std::pair<Tensor, Tensor> Tensor::sort_last_dim(bool ascending) const {
   Tensor values =
       via_cpu(*this, shape(), dtype(), "sort_last_dim",
               [&](const CpuStorage& s, const Layout& l) { return cpu::gather_last_dim(s, l, *ids_cpu); });
+  // values = gather(self, ids, -1): the gradient scatters back
+  values = autograd::record(
+      std::move(values), "sort_last_dim",
+      CANDLE_BACKWARD(ids) { gi[0] = autograd::zeros_of(in[0]).scatter_add(ids, g, -1); }, *this);
   return {values, ids};
 }
 

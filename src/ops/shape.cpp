@@ -11,6 +11,7 @@
 
 #include "candle/tensor.h"
 #include "candle/utils.h"
+#include "core/backprop_op.h"
 #include "cpu/parallel.h"
 #include "cpu/shape_copy.h"
 #include "cpu/transpose_copy.h"
@@ -20,7 +21,14 @@ namespace candle {
 namespace {
 
 Tensor view_of(const Tensor& t, Layout l) {
-  return Tensor::from_storage(t.storage(), std::move(l), t.dtype(), t.device(), t.track_op());
+  return Tensor::from_storage(t.storage(), std::move(l), t.dtype(), t.device());
+}
+
+// Records a result whose gradient is g reshaped to the input's shape (reshape, squeeze,
+// unsqueeze, and the repeat / unfold cases that only add dims).
+Tensor record_reshape(Tensor out, const Tensor& t, const char* name) {
+  return autograd::record(
+      std::move(out), name, CANDLE_BACKWARD() { gi[0] = g.reshape(in[0].shape()); }, t);
 }
 
 size_t product(const std::vector<size_t>& v, size_t begin, size_t end) {
@@ -98,14 +106,15 @@ void write_rows(const BackendStorage& src, const Layout& l, size_t split, Backen
   tmp->copy2d(dst, d1, d2, d2, dst_s, 0, dst_o);
 }
 
-Tensor new_contiguous(const Shape& shape, const Tensor& like, bool track) {
+// An untracked new tensor: the op that fills it records its node.
+Tensor new_contiguous(const Shape& shape, const Tensor& like) {
   StoragePtr s = like.device().backend().alloc(like.dtype(), shape.elem_count());
-  return Tensor::from_storage(std::move(s), Layout::contiguous(shape), like.dtype(), like.device(), track);
+  return Tensor::from_storage(std::move(s), Layout::contiguous(shape), like.dtype(), like.device());
 }
 
 // A contiguous copy of t's elements with another shape of the same element count.
 Tensor copy_as(const Tensor& t, const Shape& shape) {
-  Tensor out = new_contiguous(shape, t, t.track_op());
+  Tensor out = new_contiguous(shape, t);
   write_rows(*t.storage(), t.layout(), 0, *out.storage(), t.elem_count(), 0);
   return out;
 }
@@ -123,8 +132,11 @@ Tensor Tensor::reshape(const Shape& shape) const {
     throw Error(ErrorKind::ShapeMismatch, "shape mismatch in reshape, src: " + this->shape().to_string() +
                                               ", dst: " + shape.to_string());
   }
-  if (is_contiguous()) return view_of(*this, Layout::contiguous(shape, layout().start_offset()));
-  return copy_as(*this, shape);
+  if (is_contiguous()) {
+    return record_reshape(view_of(*this, Layout::contiguous(shape, layout().start_offset())), *this,
+                          "reshape");
+  }
+  return record_reshape(copy_as(*this, shape), *this, "reshape");
 }
 
 Tensor Tensor::squeeze(int64_t dim) const {
@@ -133,7 +145,8 @@ Tensor Tensor::squeeze(int64_t dim) const {
   std::vector<size_t> dv = dims(), st = stride();
   dv.erase(dv.begin() + static_cast<std::ptrdiff_t>(d));
   st.erase(st.begin() + static_cast<std::ptrdiff_t>(d));
-  return view_of(*this, Layout(Shape(std::move(dv)), std::move(st), layout().start_offset()));
+  return record_reshape(view_of(*this, Layout(Shape(std::move(dv)), std::move(st), layout().start_offset())),
+                        *this, "squeeze");
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
@@ -143,7 +156,8 @@ Tensor Tensor::unsqueeze(int64_t dim) const {
   size_t s = d < dv.size() ? st[d] * dv[d] : 1;
   dv.insert(dv.begin() + static_cast<std::ptrdiff_t>(d), 1);
   st.insert(st.begin() + static_cast<std::ptrdiff_t>(d), s);
-  return view_of(*this, Layout(Shape(std::move(dv)), std::move(st), layout().start_offset()));
+  return record_reshape(view_of(*this, Layout(Shape(std::move(dv)), std::move(st), layout().start_offset())),
+                        *this, "unsqueeze");
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -180,7 +194,9 @@ Tensor Tensor::transpose(int64_t dim1, int64_t dim2) const {
   size_t a = shape().resolve_dim(dim1, "transpose");
   size_t b = shape().resolve_dim(dim2, "transpose");
   if (a == b) return *this;
-  return view_of(*this, layout().transpose(a, b));
+  return autograd::record(
+      view_of(*this, layout().transpose(a, b)), "transpose",
+      CANDLE_BACKWARD(a, b) { gi[0] = g.transpose(a, b); }, *this);
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
@@ -192,7 +208,16 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   std::vector<size_t> idx;
   idx.reserve(dims.size());
   for (int64_t d : dims) idx.push_back(shape().resolve_dim(d, "permute"));
-  return view_of(*this, layout().permute(idx));
+  Tensor out = view_of(*this, layout().permute(idx));
+  if (!track_op()) return out;
+  return autograd::record(
+      std::move(out), "permute",
+      CANDLE_BACKWARD(idx) {
+        std::vector<int64_t> inv(idx.size());
+        for (size_t k = 0; k < idx.size(); ++k) inv[idx[k]] = static_cast<int64_t>(k);
+        gi[0] = g.permute(inv);
+      },
+      *this);
 }
 
 Tensor Tensor::narrow(int64_t dim, size_t start, size_t len) const {
@@ -205,7 +230,12 @@ Tensor Tensor::narrow(int64_t dim, size_t start, size_t len) const {
                                                 ", len: " + std::to_string(len));
   }
   if (start == 0 && len == n) return *this;
-  return view_of(*this, layout().narrow(d, start, len));
+  return autograd::record(
+      view_of(*this, layout().narrow(d, start, len)), "narrow",
+      CANDLE_BACKWARD(d, start, len, n) {
+        gi[0] = g.pad_with_zeros(static_cast<int64_t>(d), start, n - start - len);
+      },
+      *this);
 }
 
 std::vector<Tensor> Tensor::chunk(size_t chunks, int64_t dim) const {
@@ -244,7 +274,9 @@ Tensor Tensor::get_on_dim(int64_t dim, size_t i) const {
 
 Tensor Tensor::broadcast_as(const Shape& shape) const {
   if (shape == this->shape()) return *this;
-  return view_of(*this, layout().broadcast_as(shape));
+  return autograd::record(
+      view_of(*this, layout().broadcast_as(shape)), "broadcast_as",
+      CANDLE_BACKWARD() { gi[0] = autograd::sum_to_shape(g, in[0].shape()); }, *this);
 }
 
 Tensor Tensor::broadcast_left(const Shape& left) const {
@@ -252,6 +284,27 @@ Tensor Tensor::broadcast_left(const Shape& left) const {
   dv.insert(dv.end(), dims().begin(), dims().end());
   return broadcast_as(Shape(std::move(dv)));
 }
+
+namespace {
+// repeat's gradient: g seen as [reps0, in0, reps1, in1, ..] summed over the repeat dims.
+Tensor record_repeat(Tensor out, const Tensor& t, const std::vector<size_t>& in_dims,
+                     const std::vector<size_t>& reps) {
+  if (!t.track_op()) return out;
+  return autograd::record(
+      std::move(out), "repeat",
+      CANDLE_BACKWARD(in_dims, reps) {
+        std::vector<size_t> split;
+        std::vector<int64_t> sum_dims;
+        for (size_t k = 0; k < in_dims.size(); ++k) {
+          sum_dims.push_back(static_cast<int64_t>(split.size()));
+          split.push_back(reps[k]);
+          split.push_back(in_dims[k]);
+        }
+        gi[0] = g.reshape(Shape(split)).sum(sum_dims).reshape(in[0].shape());
+      },
+      t);
+}
+}  // namespace
 
 Tensor Tensor::repeat(const Shape& repeats) const {
   // As candle: missing trailing repeats count as 1, extra leading ones add dims of size 1.
@@ -272,8 +325,8 @@ Tensor Tensor::repeat(const Shape& repeats) const {
       break;
     }
   }
-  if (kstar == rank) return view_of(*this, src_l);
-  Tensor res = new_contiguous(Shape(out), *this, track_op());
+  if (kstar == rank) return record_reshape(view_of(*this, src_l), *this, "repeat");
+  Tensor res = record_repeat(new_contiguous(Shape(out), *this), *this, in, reps);
   if (res.elem_count() == 0) return res;
   // Stage 1: tile 0 of dim k*, i.e. the input broadcast over the repeats of the outer dims
   // (stride-0 dims interleaved with the input's dims) and kept as is from k* in.
@@ -322,7 +375,18 @@ Tensor Tensor::cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.size() == 1) return a0;
   std::vector<size_t> out = a0.dims();
   out[d] = total;
-  Tensor res = new_contiguous(Shape(out), a0, track);
+  Tensor res = new_contiguous(Shape(out), a0);
+  if (track) {
+    res = autograd::record_vec(
+        std::move(res), "cat", tensors, CANDLE_BACKWARD(d) {
+          size_t at = 0;
+          for (size_t i = 0; i < in.size(); ++i) {
+            const size_t len = in[i].dims()[d];
+            if (in[i].track_op()) gi[i] = g.narrow(static_cast<int64_t>(d), at, len);
+            at += len;
+          }
+        });
+  }
   size_t inner = product(out, d + 1, out.size());
   size_t dst_s = total * inner;
   size_t at = 0;
@@ -365,8 +429,7 @@ Padded pad_body(const Tensor& t, size_t d, size_t left, size_t right) {
   std::vector<size_t> out = t.dims();
   size_t n = out[d];
   out[d] = n + left + right;
-  Padded p{new_contiguous(Shape(out), t, t.track_op()), product(out, 0, d), product(out, d + 1, out.size()),
-           n, 0};
+  Padded p{new_contiguous(Shape(out), t), product(out, 0, d), product(out, d + 1, out.size()), n, 0};
   p.dst_s = out[d] * p.inner;
   write_rows(*t.storage(), t.layout(), d, *p.out.storage(), p.dst_s, left * p.inner);
   return p;
@@ -387,6 +450,9 @@ Tensor Tensor::pad_with_zeros(int64_t dim, size_t left, size_t right) const {
   size_t d = shape().resolve_dim(dim, "pad_with_zeros");
   if (left == 0 && right == 0) return *this;
   Padded p = pad_body(*this, d, left, right);
+  p.out = autograd::record(
+      std::move(p.out), "pad_with_zeros",
+      CANDLE_BACKWARD(d, left) { gi[0] = g.narrow(static_cast<int64_t>(d), left, in[0].dims()[d]); }, *this);
   if (p.out.elem_count() == 0) return p.out;
   BackendStorage& dst = *p.out.storage();
   if (left) dst.const_set(Scalar(0), Layout(Shape{p.rows, left * p.inner}, {p.dst_s, 1}, 0));
@@ -403,6 +469,19 @@ Tensor Tensor::pad_with_same(int64_t dim, size_t left, size_t right) const {
                 "cannot use pad_with_same on an empty tensor, shape " + shape().to_string());
   }
   Padded p = pad_body(*this, d, left, right);
+  // each padded slot takes its gradient back to the edge it copies: one index_add
+  p.out = autograd::record(
+      std::move(p.out), "pad_with_same",
+      CANDLE_BACKWARD(d, left, right) {
+        const Tensor& x = in[0];
+        const size_t n = x.dims()[d];
+        std::vector<int64_t> src(left, 0);
+        for (size_t i = 0; i < n; ++i) src.push_back(static_cast<int64_t>(i));
+        src.insert(src.end(), right, static_cast<int64_t>(n - 1));
+        Tensor ids = Tensor::from_vec(src, Shape{src.size()}, x.device());
+        gi[0] = autograd::zeros_of(x).index_add(ids, g, static_cast<int64_t>(d));
+      },
+      *this);
   BackendStorage& dst = *p.out.storage();
   if (left) write_rows(*storage(), edge_layout(*this, d, 0, left), d, dst, p.dst_s, 0);
   if (right)
@@ -455,7 +534,10 @@ Tensor Tensor::flip(const std::vector<int64_t>& dims) const {
     count_cpu_fallback("flip");
     s = device().backend().from_cpu(*cpu_out);
   }
-  return from_storage(std::move(s), Layout::contiguous(shape()), dtype(), device(), track_op());
+  Tensor out = from_storage(std::move(s), Layout::contiguous(shape()), dtype(), device());
+  if (!track_op()) return out;
+  return autograd::record(
+      std::move(out), "flip", CANDLE_BACKWARD(dims) { gi[0] = g.flip(dims); }, *this);
 }
 
 Tensor Tensor::unfold(int64_t dim, size_t size, size_t step) const {
@@ -471,7 +553,25 @@ Tensor Tensor::unfold(int64_t dim, size_t size, size_t step) const {
   st[d] = stride()[d] * step;
   dv.push_back(size);
   st.push_back(stride()[d]);
-  return view_of(*this, Layout(Shape(std::move(dv)), std::move(st), layout().start_offset()));
+  // window w, offset j reads position w * step + j: the gradient index_adds back there
+  return autograd::record(
+      view_of(*this, Layout(Shape(std::move(dv)), std::move(st), layout().start_offset())), "unfold",
+      CANDLE_BACKWARD(d, size, step) {
+        const Tensor& x = in[0];
+        const size_t nwin = g.dims()[d];
+        std::vector<int64_t> pos;
+        pos.reserve(nwin * size);
+        for (size_t w = 0; w < nwin; ++w)
+          for (size_t j = 0; j < size; ++j) pos.push_back(static_cast<int64_t>(w * step + j));
+        // move the window-offset dim next to the window dim, then merge them
+        Tensor gm =
+            g.unsqueeze(static_cast<int64_t>(d + 1)).transpose(static_cast<int64_t>(d + 1), -1).squeeze(-1);
+        std::vector<size_t> merged = x.dims();
+        merged[d] = nwin * size;
+        Tensor ids = Tensor::from_vec(pos, Shape{pos.size()}, x.device());
+        gi[0] = autograd::zeros_of(x).index_add(ids, gm.reshape(Shape(merged)), static_cast<int64_t>(d));
+      },
+      *this);
 }
 
 Tensor Tensor::i(std::initializer_list<IndexItem> items) const {
