@@ -3,8 +3,6 @@
 // batched command submission.
 #include "context.h"
 
-#include <vulkan/vulkan.hpp>
-
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
@@ -15,6 +13,7 @@
 #include <span>
 #include <unordered_map>
 #include <vector>
+#include <vulkan/vulkan.hpp>
 
 #include "candle/error.h"
 #include "candle/vulkan.h"
@@ -152,7 +151,8 @@ Probe probe(size_t index, vk::PhysicalDevice pd) {
   a.api_version = props.apiVersion;
   a.max_storage_buffer_range = props.limits.maxStorageBufferRange;
   for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
-    a.heaps.push_back({mem.memoryHeaps[i].size, bool(mem.memoryHeaps[i].flags & vk::MemoryHeapFlagBits::eDeviceLocal)});
+    a.heaps.push_back(
+        {mem.memoryHeaps[i].size, bool(mem.memoryHeaps[i].flags & vk::MemoryHeapFlagBits::eDeviceLocal)});
   bool system_hv = false;
   for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
     auto f = mem.memoryTypes[i].propertyFlags;
@@ -199,7 +199,8 @@ Probe probe(size_t index, vk::PhysicalDevice pd) {
       refuse("software device (" + a.name + "); set CANDLE_VULKAN_ALLOW_CPU=1 to use it");
   } else if (discrete) {
     if (a.resizable_bar)
-      accept(MemMode::DeviceMemory, 3, "discrete GPU with Resizable BAR (" + mib(hvdl) + " host-visible VRAM)");
+      accept(MemMode::DeviceMemory, 3,
+             "discrete GPU with Resizable BAR (" + mib(hvdl) + " host-visible VRAM)");
     else if (allow_sys && system_hv)
       accept(MemMode::SystemMemory, 1,
              "discrete GPU without Resizable BAR; tensors in host-visible system memory "
@@ -350,7 +351,8 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
     auto* b = new Block();
     b->bytes = bytes;
     try {
-      vk::BufferUsageFlags usage = vk::BufferUsageFlagBits::eTransferSrc | vk::BufferUsageFlagBits::eTransferDst;
+      vk::BufferUsageFlags usage =
+          vk::BufferUsageFlagBits::eTransferSrc | vk::BufferUsageFlagBits::eTransferDst;
       if (storage) usage |= vk::BufferUsageFlagBits::eStorageBuffer;
       b->buf = dev.createBuffer(vk::BufferCreateInfo({}, bytes, usage, vk::SharingMode::eExclusive));
       auto req = dev.getBufferMemoryRequirements(b->buf);
@@ -382,8 +384,9 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
   Block* take(size_t bytes) {
     const size_t cls = size_class(bytes);
     if (cls > feat.max_alloc) {
-      throw Error(ErrorKind::Device, "vulkan: cannot allocate " + std::to_string(bytes) + " bytes on " + name +
-                                         " (largest allocation " + std::to_string(feat.max_alloc) + ")");
+      throw Error(ErrorKind::Device, "vulkan: cannot allocate " + std::to_string(bytes) + " bytes on " +
+                                         name + " (largest allocation " + std::to_string(feat.max_alloc) +
+                                         ")");
     }
     auto it = cache.find(cls);
     if (it != cache.end()) {
@@ -404,8 +407,8 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
           drain_cache();
           continue;
         }
-        throw Error(ErrorKind::Device, "vulkan: out of memory allocating " + std::to_string(cls) + " bytes on " +
-                                           name + " (" + e.what() + ")");
+        throw Error(ErrorKind::Device, "vulkan: out of memory allocating " + std::to_string(cls) +
+                                           " bytes on " + name + " (" + e.what() + ")");
       }
     }
   }
@@ -448,7 +451,8 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
       spare.pop_back();
     } else {
       rec = std::make_unique<Batch>();
-      rec->cb = dev.allocateCommandBuffers(vk::CommandBufferAllocateInfo(cmd_pool, vk::CommandBufferLevel::ePrimary, 1))[0];
+      rec->cb = dev.allocateCommandBuffers(
+          vk::CommandBufferAllocateInfo(cmd_pool, vk::CommandBufferLevel::ePrimary, 1))[0];
       rec->fence = dev.createFence({});
     }
     rec->serial = next_serial++;
@@ -504,7 +508,8 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
   }
 
   void retire_finished() {
-    while (!inflight.empty() && dev.getFenceStatus(inflight.front()->fence) == vk::Result::eSuccess) finish_front();
+    while (!inflight.empty() && dev.getFenceStatus(inflight.front()->fence) == vk::Result::eSuccess)
+      finish_front();
   }
 
   void wait_all() {
@@ -553,8 +558,9 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
     p.dsl = dev.createDescriptorSetLayout(vk::DescriptorSetLayoutCreateInfo({}, lb));
     vk::PushConstantRange pcr(vk::ShaderStageFlagBits::eCompute, 0, kPushBytes);
     p.layout = dev.createPipelineLayout(vk::PipelineLayoutCreateInfo({}, p.dsl, pcr));
-    vk::ComputePipelineCreateInfo ci({}, vk::PipelineShaderStageCreateInfo({}, vk::ShaderStageFlagBits::eCompute, p.mod, "main"),
-                                     p.layout);
+    vk::ComputePipelineCreateInfo ci(
+        {}, vk::PipelineShaderStageCreateInfo({}, vk::ShaderStageFlagBits::eCompute, p.mod, "main"),
+        p.layout);
     auto r = dev.createComputePipeline(pcache, ci);
     if (r.result != vk::Result::eSuccess) fail(std::string("cannot create the pipeline of kernel ") + kernel);
     p.pipe = r.value;
@@ -644,8 +650,10 @@ std::shared_ptr<Context> Context::open(size_t index) {
     f.offset_align = std::max<uint64_t>(props.limits.minStorageBufferOffsetAlignment, 4);
     f.max_alloc = mem.memoryHeaps[mem.memoryTypes[t].heapIndex].size;
     if (props.apiVersion >= VK_API_VERSION_1_1) {
-      auto p11 = impl->pd.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceMaintenance3Properties>();
-      f.max_alloc = std::min<uint64_t>(f.max_alloc, p11.get<vk::PhysicalDeviceMaintenance3Properties>().maxMemoryAllocationSize);
+      auto p11 =
+          impl->pd.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceMaintenance3Properties>();
+      f.max_alloc = std::min<uint64_t>(
+          f.max_alloc, p11.get<vk::PhysicalDeviceMaintenance3Properties>().maxMemoryAllocationSize);
     }
     for (int i = 0; i < 3; ++i) f.max_groups[i] = props.limits.maxComputeWorkGroupCount[i];
     return std::shared_ptr<Context>(new Context(std::move(impl)));
@@ -703,8 +711,8 @@ void Context::read(const Block& b, size_t offset, void* dst, size_t bytes) {
   });
 }
 
-void Context::dispatch(const char* kernel, const Binding* bind, size_t nb, const void* push, size_t push_bytes,
-                       uint32_t gx, uint32_t gy, uint32_t gz) {
+void Context::dispatch(const char* kernel, const Binding* bind, size_t nb, const void* push,
+                       size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
   const Features& f = impl_->feat;
   std::span<const Binding> bindings(bind, nb);
   if (bindings.size() > kMaxBindings || push_bytes > kPushBytes || gx == 0 || gy == 0 || gz == 0 ||
@@ -712,9 +720,11 @@ void Context::dispatch(const char* kernel, const Binding* bind, size_t nb, const
     throw Error(ErrorKind::Internal, std::string("vulkan: bad dispatch of ") + kernel);
   }
   for (const auto& b : bindings) {
-    if (b.offset % f.offset_align || b.size == 0 || b.size > f.max_range || b.offset + b.size > b.block->bytes) {
+    if (b.offset % f.offset_align || b.size == 0 || b.size > f.max_range ||
+        b.offset + b.size > b.block->bytes) {
       throw Error(ErrorKind::Internal, std::string("vulkan: bad binding in ") + kernel + " (offset " +
-                                           std::to_string(b.offset) + ", size " + std::to_string(b.size) + ")");
+                                           std::to_string(b.offset) + ", size " + std::to_string(b.size) +
+                                           ")");
     }
   }
   std::lock_guard lock(impl_->mu);
@@ -729,14 +739,16 @@ void Context::dispatch(const char* kernel, const Binding* bind, size_t nb, const
     uint32_t i = 0;
     for (const auto& b : bindings) {
       infos[i] = vk::DescriptorBufferInfo(b.block->buf, b.offset, b.size);
-      writes[i] = vk::WriteDescriptorSet(set, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[i]);
+      writes[i] =
+          vk::WriteDescriptorSet(set, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[i]);
       ++i;
     }
     m.dev.updateDescriptorSets(i, writes, 0, nullptr);
     batch.cb.bindPipeline(vk::PipelineBindPoint::eCompute, pipe.pipe);
     batch.cb.bindDescriptorSets(vk::PipelineBindPoint::eCompute, pipe.layout, 0, set, {});
     if (push_bytes)
-      batch.cb.pushConstants(pipe.layout, vk::ShaderStageFlagBits::eCompute, 0, static_cast<uint32_t>(push_bytes), push);
+      batch.cb.pushConstants(pipe.layout, vk::ShaderStageFlagBits::eCompute, 0,
+                             static_cast<uint32_t>(push_bytes), push);
     batch.cb.dispatch(gx, gy, gz);
     ++counters().dispatches;
     m.after_record();
@@ -820,7 +832,8 @@ std::optional<size_t> best_adapter(std::string* why) {
 
 void probe_adapter(size_t index) {
   auto p = vk_backend::probe_index(index);
-  if (!p.info.usable) vk_backend::fail("adapter " + std::to_string(index) + " (" + p.info.name + ") " + p.info.verdict);
+  if (!p.info.usable)
+    vk_backend::fail("adapter " + std::to_string(index) + " (" + p.info.name + ") " + p.info.verdict);
 }
 
 }  // namespace candle::vulkan

@@ -26,10 +26,10 @@ struct Binding {
 };
 
 struct Features {
-  bool f16 = false;      // shaderFloat16 + storageBuffer16BitAccess: float16_t buffers
-  bool int16 = false;    // shaderInt16 + storageBuffer16BitAccess: uint16_t buffers
-  bool int8 = false;     // shaderInt8 + storageBuffer8BitAccess: uint8_t buffers
-  bool int64 = false;    // shaderInt64
+  bool f16 = false;            // shaderFloat16 + storageBuffer16BitAccess: float16_t buffers
+  bool int16 = false;          // shaderInt16 + storageBuffer16BitAccess: uint16_t buffers
+  bool int8 = false;           // shaderInt8 + storageBuffer8BitAccess: uint8_t buffers
+  bool int64 = false;          // shaderInt64
   uint64_t max_range = 0;      // maxStorageBufferRange
   uint64_t offset_align = 16;  // minStorageBufferOffsetAlignment
   uint64_t max_alloc = 0;      // largest block

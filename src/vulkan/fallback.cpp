@@ -9,8 +9,8 @@ StoragePtr VulkanStorage::conv1d(const Layout& l, const BackendStorage& kernel, 
   note_round_trip("conv1d");
   return BackendStorage::conv1d(l, kernel, kernel_l, p);
 }
-StoragePtr VulkanStorage::conv_transpose1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
-                                           const ParamsConv1D& p) const {
+StoragePtr VulkanStorage::conv_transpose1d(const Layout& l, const BackendStorage& kernel,
+                                           const Layout& kernel_l, const ParamsConv1D& p) const {
   note_round_trip("conv_transpose1d");
   return BackendStorage::conv_transpose1d(l, kernel, kernel_l, p);
 }
@@ -19,8 +19,8 @@ StoragePtr VulkanStorage::conv2d(const Layout& l, const BackendStorage& kernel, 
   note_round_trip("conv2d");
   return BackendStorage::conv2d(l, kernel, kernel_l, p, epilogue);
 }
-StoragePtr VulkanStorage::conv_transpose2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
-                                           const ParamsConv2D& p) const {
+StoragePtr VulkanStorage::conv_transpose2d(const Layout& l, const BackendStorage& kernel,
+                                           const Layout& kernel_l, const ParamsConv2D& p) const {
   note_round_trip("conv_transpose2d");
   return BackendStorage::conv_transpose2d(l, kernel, kernel_l, p);
 }
@@ -43,7 +43,8 @@ StoragePtr VulkanStorage::upsample_nearest2d(const Layout& l, size_t out_h, size
   return BackendStorage::upsample_nearest2d(l, out_h, out_w);
 }
 StoragePtr VulkanStorage::upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w, bool align_corners,
-                                              std::optional<double> scale_h, std::optional<double> scale_w) const {
+                                              std::optional<double> scale_h,
+                                              std::optional<double> scale_w) const {
   note_round_trip("upsample_bilinear2d");
   return BackendStorage::upsample_bilinear2d(l, out_h, out_w, align_corners, scale_h, scale_w);
 }

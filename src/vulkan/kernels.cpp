@@ -85,8 +85,7 @@ Merged merge(const std::vector<Operand>& ops) {
   for (size_t d = 0; d < dims.size(); ++d) {
     if (dims[d] == 1) continue;
     bool can = !m.dims.empty();
-    for (size_t i = 0; can && i < ops.size(); ++i)
-      can = m.st[i].back() == ops[i].l.stride()[d] * dims[d];
+    for (size_t i = 0; can && i < ops.size(); ++i) can = m.st[i].back() == ops[i].l.stride()[d] * dims[d];
     if (can) {
       m.dims.back() *= dims[d];
       for (size_t i = 0; i < ops.size(); ++i) m.st[i].back() = ops[i].l.stride()[d];
@@ -115,7 +114,8 @@ bool run_elementwise(const char* kernel, const std::vector<Operand>& ops, size_t
                      uint32_t p0, uint32_t p1) {
   const size_t n = ops[0].l.elem_count();
   for (const auto& o : ops) {
-    if (o.l.dims() != ops[0].l.dims()) throw Error(ErrorKind::Internal, std::string(kernel) + ": shapes differ");
+    if (o.l.dims() != ops[0].l.dims())
+      throw Error(ErrorKind::Internal, std::string(kernel) + ": shapes differ");
     if (n && o.l.max_offset_exclusive() > o.s->elem_count()) {
       throw Error(ErrorKind::Internal, std::string(kernel) + ": layout out of the storage's bounds");
     }

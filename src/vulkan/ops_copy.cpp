@@ -22,7 +22,8 @@ void VulkanStorage::copy_strided_src(BackendStorage& dst_base, size_t dst_offset
   }
   if (const char* sfx = bytes_suffix(ctx(), dtype_)) {
     std::string k = std::string("copy_") + sfx;
-    if (run_elementwise(k.c_str(), {{this, src_l}, {&dst, Layout::contiguous(src_l.shape(), dst_offset)}}, 2, 0))
+    if (run_elementwise(k.c_str(), {{this, src_l}, {&dst, Layout::contiguous(src_l.shape(), dst_offset)}}, 2,
+                        0))
       return;
   }
   note_round_trip("copy_strided_src");
@@ -53,7 +54,8 @@ void VulkanStorage::copy2d(BackendStorage& dst_base, size_t d1, size_t d2, size_
 }
 
 void VulkanStorage::const_set(const Scalar& v, const Layout& l) {
-  if (l.elem_count() && l.max_offset_exclusive() > n_) throw Error(ErrorKind::Internal, "const_set: out of bounds");
+  if (l.elem_count() && l.max_offset_exclusive() > n_)
+    throw Error(ErrorKind::Internal, "const_set: out of bounds");
   if (const char* sfx = bytes_suffix(ctx(), dtype_)) {
     uint64_t bits = 0;
     dispatch(dtype_, [&]<typename T>() {
@@ -61,7 +63,8 @@ void VulkanStorage::const_set(const Scalar& v, const Layout& l) {
       std::memcpy(&bits, &value, sizeof(T));
     });
     std::string k = std::string("fill_") + sfx;
-    if (run_elementwise(k.c_str(), {{this, l}}, 1, 0, static_cast<uint32_t>(bits), static_cast<uint32_t>(bits >> 32)))
+    if (run_elementwise(k.c_str(), {{this, l}}, 1, 0, static_cast<uint32_t>(bits),
+                        static_cast<uint32_t>(bits >> 32)))
       return;
   }
   note_round_trip("const_set");

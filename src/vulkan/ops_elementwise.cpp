@@ -52,8 +52,9 @@ StoragePtr VulkanStorage::binary(BinaryOp op, const Layout& lhs_l, const Backend
   if (const char* sfx = float_suffix(ctx(), dtype_); sfx && rhs.dtype() == dtype_) {
     auto out = vdev().make(dtype_, lhs_l.elem_count());
     std::string k = std::string("binary_") + sfx;
-    if (run_elementwise(k.c_str(), {{this, lhs_l}, {&rhs, rhs_l}, {out.get(), Layout::contiguous(lhs_l.shape())}},
-                        2, static_cast<uint32_t>(op)))
+    if (run_elementwise(k.c_str(),
+                        {{this, lhs_l}, {&rhs, rhs_l}, {out.get(), Layout::contiguous(lhs_l.shape())}}, 2,
+                        static_cast<uint32_t>(op)))
       return out;
   }
   note_round_trip(binary_op_name(op));
@@ -66,8 +67,9 @@ StoragePtr VulkanStorage::cmp(CmpOp op, const Layout& lhs_l, const BackendStorag
   if (const char* sfx = float_suffix(ctx(), dtype_); sfx && rhs.dtype() == dtype_ && ctx().features().int8) {
     auto out = vdev().make(DType::U8, lhs_l.elem_count());
     std::string k = std::string("cmp_") + sfx;
-    if (run_elementwise(k.c_str(), {{this, lhs_l}, {&rhs, rhs_l}, {out.get(), Layout::contiguous(lhs_l.shape())}},
-                        2, static_cast<uint32_t>(op)))
+    if (run_elementwise(k.c_str(),
+                        {{this, lhs_l}, {&rhs, rhs_l}, {out.get(), Layout::contiguous(lhs_l.shape())}}, 2,
+                        static_cast<uint32_t>(op)))
       return out;
   }
   note_round_trip(cmp_op_name(op));
@@ -78,14 +80,16 @@ StoragePtr VulkanStorage::where_cond(const Layout& cond_l, const BackendStorage&
                                      const BackendStorage& f_base, const Layout& f_l) const {
   const auto& t = as_vk(t_base, "where_cond");
   const auto& f = as_vk(f_base, "where_cond");
-  const char* csfx = dtype_ == DType::U8 && ctx().features().int8 ? "u8" : dtype_ == DType::U32 ? "u32" : nullptr;
+  const char* csfx = dtype_ == DType::U8 && ctx().features().int8 ? "u8"
+                     : dtype_ == DType::U32                       ? "u32"
+                                                                  : nullptr;
   const char* vsfx = bytes_suffix(ctx(), t.dtype());
   if (csfx && vsfx && t.dtype() == f.dtype()) {
     auto out = vdev().make(t.dtype(), cond_l.elem_count());
     std::string k = std::string("where_") + csfx + "_" + vsfx;
-    if (run_elementwise(k.c_str(),
-                        {{this, cond_l}, {&t, t_l}, {&f, f_l}, {out.get(), Layout::contiguous(cond_l.shape())}}, 3,
-                        0))
+    if (run_elementwise(
+            k.c_str(),
+            {{this, cond_l}, {&t, t_l}, {&f, f_l}, {out.get(), Layout::contiguous(cond_l.shape())}}, 3, 0))
       return out;
   }
   note_round_trip("where_cond");

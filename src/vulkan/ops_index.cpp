@@ -12,8 +12,8 @@ struct IndexPush {
 
 // out [left, n_ids, right] from src [left, src_dim, right]; mode 0 index_select, 1 gather.
 // Returns nullptr when there is no kernel for the dtypes or the operands exceed a binding.
-StoragePtr run_index(const VulkanStorage& self, const Layout& l, const VulkanStorage& ids, const Layout& ids_l,
-                     size_t dim, uint32_t mode, const Shape& out_shape) {
+StoragePtr run_index(const VulkanStorage& self, const Layout& l, const VulkanStorage& ids,
+                     const Layout& ids_l, size_t dim, uint32_t mode, const Shape& out_shape) {
   Context& ctx = self.ctx();
   const char* vs = bytes_suffix(ctx, self.dtype());
   const char* is = ids.dtype() == DType::U32 ? "u32" : ids.dtype() == DType::I64 ? "i64" : nullptr;
@@ -51,9 +51,15 @@ StoragePtr run_index(const VulkanStorage& self, const Layout& l, const VulkanSto
   auto bs = bind_range(*src, src_o, src_o + l.elem_count());
   auto bi = bind_range(*id, ids_o, ids_o + ids_l.elem_count());
   auto bo = bind_range(*out, 0, n);
-  IndexPush pc{static_cast<uint32_t>(n),     0,        static_cast<uint32_t>(src_dim), static_cast<uint32_t>(n_ids),
-               static_cast<uint32_t>(right), bs.first, bi.first,
-               bo.first,                     mode};
+  IndexPush pc{static_cast<uint32_t>(n),
+               0,
+               static_cast<uint32_t>(src_dim),
+               static_cast<uint32_t>(n_ids),
+               static_cast<uint32_t>(right),
+               bs.first,
+               bi.first,
+               bo.first,
+               mode};
   (void)left;
   uint32_t gx, gy;
   grid_for(ctx, n, kWorkGroup, gx, gy);

@@ -17,9 +17,7 @@ struct MatmulPush {
 };
 
 // [min, max) storage elements of a [batch, r, c] layout.
-std::pair<size_t, size_t> extent(const Layout& l) {
-  return {l.start_offset(), l.max_offset_exclusive()};
-}
+std::pair<size_t, size_t> extent(const Layout& l) { return {l.start_offset(), l.max_offset_exclusive()}; }
 
 }  // namespace
 

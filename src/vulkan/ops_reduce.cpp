@@ -14,11 +14,11 @@ namespace candle::vk_backend {
 namespace {
 
 struct ReducePush {
-  uint32_t row_len, row_stride, chunk, chunks, op, in_off, out_off, w0, row0, n_groups, c0;
+  uint32_t row_len, row_stride, chunk, chunks, op, in_off, out_off, w0, row0, c0, n_groups;
 };
 
 struct Rows {
-  const VulkanStorage* s;  // values
+  const VulkanStorage* s;    // values
   const VulkanStorage* idx;  // partial indices (second pass) or nullptr
   size_t base, n_rows, row_len, row_stride;
 };
@@ -33,7 +33,9 @@ void run_pass(const std::string& kernel, const Rows& in, size_t chunk, size_t ch
   const size_t out_budget = bind_budget(ctx, 4);
   const uint64_t max_groups = uint64_t(ctx.features().max_groups[0]) * ctx.features().max_groups[1];
   auto start = [&](size_t w) { return (w / chunks) * in.row_stride + (w % chunks) * chunk; };
-  auto end = [&](size_t w) { return (w / chunks) * in.row_stride + std::min(in.row_len, (w % chunks + 1) * chunk); };
+  auto end = [&](size_t w) {
+    return (w / chunks) * in.row_stride + std::min(in.row_len, (w % chunks + 1) * chunk);
+  };
   auto fits = [&](size_t w0, size_t w1) {
     return end(w1 - 1) - start(w0) <= budget && w1 - w0 <= out_budget && w1 - w0 <= max_groups;
   };
@@ -52,12 +54,17 @@ void run_pass(const std::string& kernel, const Rows& in, size_t chunk, size_t ch
     auto ov = bind_range(out_v, w0, w1);
     auto oi = bind_range(out_i, w0, w1);
     if (in.idx && bi.first != bv.first) throw Error(ErrorKind::Internal, "reduce: partial bindings differ");
-    ReducePush pc{static_cast<uint32_t>(in.row_len), static_cast<uint32_t>(in.row_stride),
-                  static_cast<uint32_t>(chunk),      static_cast<uint32_t>(chunks),
-                  op,                                bv.first,
-                  ov.first,                          static_cast<uint32_t>(w0),
-                  static_cast<uint32_t>(row0),       static_cast<uint32_t>(w1 - w0),
-                  static_cast<uint32_t>(w0 % chunks)};
+    ReducePush pc{static_cast<uint32_t>(in.row_len),
+                  static_cast<uint32_t>(in.row_stride),
+                  static_cast<uint32_t>(chunk),
+                  static_cast<uint32_t>(chunks),
+                  op,
+                  bv.first,
+                  ov.first,
+                  static_cast<uint32_t>(w0),
+                  static_cast<uint32_t>(row0),
+                  static_cast<uint32_t>(w0 % chunks),
+                  static_cast<uint32_t>(w1 - w0)};
     if (oi.first != ov.first) throw Error(ErrorKind::Internal, "reduce: output bindings differ");
     uint32_t gx, gy;
     grid_for(ctx, w1 - w0, 1, gx, gy);
@@ -74,7 +81,8 @@ StoragePtr VulkanStorage::reduce(ReduceOp op, const Layout& l, const std::vector
   const bool is_arg = op == ReduceOp::ArgMin || op == ReduceOp::ArgMax;
   const size_t rank = l.dims().size();
   bool valid = !(is_arg && dims.size() != 1);
-  for (size_t i = 0; i < dims.size(); ++i) valid = valid && dims[i] < rank && (i == 0 || dims[i] > dims[i - 1]);
+  for (size_t i = 0; i < dims.size(); ++i)
+    valid = valid && dims[i] < rank && (i == 0 || dims[i] > dims[i - 1]);
   size_t R = 1, n_out = 1;
   std::vector<size_t> perm;
   for (size_t d = 0; d < rank; ++d)

@@ -59,7 +59,8 @@ class VulkanStorage final : public BackendStorage {
   StoragePtr elu(const Layout& l, double alpha) const override;
   StoragePtr binary(BinaryOp op, const Layout& lhs_l, const BackendStorage& rhs,
                     const Layout& rhs_l) const override;
-  StoragePtr cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs, const Layout& rhs_l) const override;
+  StoragePtr cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                 const Layout& rhs_l) const override;
   StoragePtr where_cond(const Layout& cond_l, const BackendStorage& on_true, const Layout& t_l,
                         const BackendStorage& on_false, const Layout& f_l) const override;
   StoragePtr reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const override;
@@ -68,7 +69,8 @@ class VulkanStorage final : public BackendStorage {
                     MatmulDims d) const override;
   StoragePtr index_select(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
                           size_t dim) const override;
-  StoragePtr gather(const Layout& l, const BackendStorage& ids, const Layout& ids_l, size_t dim) const override;
+  StoragePtr gather(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                    size_t dim) const override;
   void copy_strided_src(BackendStorage& dst, size_t dst_offset, const Layout& src_l) const override;
   void copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s, size_t src_o,
               size_t dst_o) const override;
@@ -93,8 +95,8 @@ class VulkanStorage final : public BackendStorage {
                                  std::optional<double> scale_h, std::optional<double> scale_w) const override;
   StoragePtr cumsum(const Layout& l, size_t dim) const override;
   StoragePtr arg_sort_last_dim(const Layout& l, bool ascending) const override;
-  StoragePtr index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l, const BackendStorage& src,
-                       const Layout& src_l, size_t dim) const override;
+  StoragePtr index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                       const BackendStorage& src, const Layout& src_l, size_t dim) const override;
   void scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l, const BackendStorage& src,
                    const Layout& src_l, size_t dim) override;
   void scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,

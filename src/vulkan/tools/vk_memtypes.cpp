@@ -12,8 +12,9 @@ int main() {
     auto list = adapters();
     if (list.empty()) std::printf("no Vulkan adapters\n");
     for (const auto& a : list) {
-      std::printf("adapter %zu: %s (%s, vendor 0x%04x, device 0x%04x, Vulkan %u.%u)\n", a.index, a.name.c_str(),
-                  a.type.c_str(), a.vendor_id, a.device_id, a.api_version >> 22, (a.api_version >> 12) & 0x3ff);
+      std::printf("adapter %zu: %s (%s, vendor 0x%04x, device 0x%04x, Vulkan %u.%u)\n", a.index,
+                  a.name.c_str(), a.type.c_str(), a.vendor_id, a.device_id, a.api_version >> 22,
+                  (a.api_version >> 12) & 0x3ff);
       for (size_t h = 0; h < a.heaps.size(); ++h) {
         std::printf("  heap %zu: %8.1f MiB%s\n", h, static_cast<double>(a.heaps[h].size) / (1024.0 * 1024.0),
                     a.heaps[h].device_local ? "  device-local" : "");
