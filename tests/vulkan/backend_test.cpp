@@ -161,7 +161,11 @@ TEST(VulkanSelection, BestAdapterNeverPicksASoftwareDevice) {
 }
 
 TEST(VulkanSelection, MissingAdapterIsAClearError) {
-  if (!software_adapter() && !vulkan::best_adapter()) GTEST_SKIP() << "no Vulkan adapter";
+  try {
+    if (vulkan::adapters().empty()) GTEST_SKIP() << "no Vulkan adapter";
+  } catch (const Error& e) {
+    GTEST_SKIP() << e.what();
+  }
   try {
     vulkan::probe_adapter(1000);
     ADD_FAILURE() << "adapter 1000 accepted";
