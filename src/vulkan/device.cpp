@@ -1,0 +1,149 @@
+// VulkanDevice, the backend's registration, vulkan::stats() and the CPU round-trip bookkeeping.
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "candle/vulkan.h"
+#include "storage.h"
+
+namespace candle::vk_backend {
+namespace {
+
+struct RoundTrips {
+  std::mutex mu;
+  std::map<std::string, size_t> counts;
+};
+RoundTrips& round_trips() {
+  static RoundTrips r;
+  return r;
+}
+
+// Registers the factory when the library is loaded (dlopen by Device::open, or linked).
+struct Registrar {
+  Registrar() {
+    register_backend(DeviceKind::Vulkan, [](size_t ordinal) -> std::shared_ptr<BackendDevice> {
+      return std::make_shared<VulkanDevice>(Context::open(ordinal), ordinal);
+    });
+  }
+};
+const Registrar registrar;
+
+}  // namespace
+
+void note_round_trip(const char* op) {
+  {
+    auto& r = round_trips();
+    std::lock_guard lock(r.mu);
+    ++r.counts[op];
+  }
+  static const bool trace = env_flag("CANDLE_VULKAN_TRACE");
+  if (trace) std::fprintf(stderr, "candle vulkan: CPU round-trip for %s\n", op);
+}
+
+VkStoragePtr VulkanDevice::make(DType dtype, size_t n) {
+  size_t bytes = std::max<size_t>(n * dtype_size(dtype), 4);
+  return std::make_shared<VulkanStorage>(shared_from_this(), dtype, n, ctx_->alloc(bytes));
+}
+
+StoragePtr VulkanDevice::alloc(DType dtype, size_t n) { return make(dtype, n); }
+
+StoragePtr VulkanDevice::from_cpu(const CpuStorage& src) {
+  auto out = make(src.dtype(), src.elem_count());
+  ctx_->write(out->block(), 0, src.bytes(), src.nbytes());
+  return out;
+}
+
+std::shared_ptr<CpuStorage> VulkanStorage::to_cpu() const {
+  auto out = CpuStorage::alloc(dtype_, n_);
+  ctx().read(*block_, 0, out->bytes(), out->nbytes());
+  return out;
+}
+
+void VulkanDevice::set_seed(uint64_t seed) {
+  std::lock_guard lock(rng_mu_);
+  rng_.seed(seed);
+}
+
+// Random numbers are drawn on the CPU (the same generator and distributions as the CPU
+// device) and uploaded: a counted round-trip.
+StoragePtr VulkanDevice::rand_uniform(DType dtype, size_t n, double lo, double up) {
+  auto cpu = CpuStorage::alloc(dtype, n);
+  {
+    std::lock_guard lock(rng_mu_);
+    dispatch_float(dtype, "rand", [&]<typename T>() {
+      T* d = cpu->data<T>();
+      if constexpr (std::is_same_v<T, double>) {
+        std::uniform_real_distribution<double> dist(lo, up);
+        for (size_t i = 0; i < n; ++i) d[i] = dist(rng_);
+      } else {
+        std::uniform_real_distribution<float> dist(static_cast<float>(lo), static_cast<float>(up));
+        for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng_));
+      }
+    });
+  }
+  note_round_trip("rand_uniform");
+  count_cpu_fallback("rand_uniform");
+  return from_cpu(*cpu);
+}
+
+StoragePtr VulkanDevice::rand_normal(DType dtype, size_t n, double mean, double stddev) {
+  auto cpu = CpuStorage::alloc(dtype, n);
+  {
+    std::lock_guard lock(rng_mu_);
+    dispatch_float(dtype, "randn", [&]<typename T>() {
+      T* d = cpu->data<T>();
+      if constexpr (std::is_same_v<T, double>) {
+        std::normal_distribution<double> dist(mean, stddev);
+        for (size_t i = 0; i < n; ++i) d[i] = dist(rng_);
+      } else {
+        std::normal_distribution<float> dist(static_cast<float>(mean), static_cast<float>(stddev));
+        for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng_));
+      }
+    });
+  }
+  note_round_trip("rand_normal");
+  count_cpu_fallback("rand_normal");
+  return from_cpu(*cpu);
+}
+
+}  // namespace candle::vk_backend
+
+namespace candle::vulkan {
+
+Stats stats() {
+  using namespace vk_backend;
+  Stats s;
+  {
+    auto& r = round_trips();
+    std::lock_guard lock(r.mu);
+    s.round_trips = r.counts;
+  }
+  auto& c = counters();
+  s.dispatches = c.dispatches;
+  s.submits = c.submits;
+  s.allocations = c.allocations;
+  s.cache_hits = c.cache_hits;
+  s.live_bytes = c.live_bytes;
+  s.cached_bytes = c.cached_bytes;
+  s.bytes_uploaded = c.uploaded;
+  s.bytes_downloaded = c.downloaded;
+  return s;
+}
+
+void reset_stats() {
+  using namespace vk_backend;
+  {
+    auto& r = round_trips();
+    std::lock_guard lock(r.mu);
+    r.counts.clear();
+  }
+  auto& c = counters();
+  c.dispatches = 0;
+  c.submits = 0;
+  c.allocations = 0;
+  c.cache_hits = 0;
+  c.uploaded = 0;
+  c.downloaded = 0;
+}
+
+}  // namespace candle::vulkan

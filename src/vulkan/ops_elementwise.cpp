@@ -1,0 +1,127 @@
+// Element-wise ops: unary (+ affine, powf, elu), binary, cmp, where_cond and to_dtype.
+#include <string>
+
+#include "storage.h"
+
+namespace candle::vk_backend {
+namespace {
+
+constexpr uint32_t kAffine = 20, kPowf = 21, kElu = 22;
+
+// unary.comp over (s, l) with op code `op`; nullptr when there is no kernel for it.
+StoragePtr run_unary(const VulkanStorage& s, const Layout& l, uint32_t op, float p0, float p1) {
+  const char* sfx = float_suffix(s.ctx(), s.dtype());
+  if (!sfx) return nullptr;
+  auto out = s.vdev().make(s.dtype(), l.elem_count());
+  std::string k = std::string("unary_") + sfx;
+  if (!run_elementwise(k.c_str(), {{&s, l}, {out.get(), Layout::contiguous(l.shape())}}, 1, op, f32_bits(p0),
+                       f32_bits(p1)))
+    return nullptr;
+  return out;
+}
+
+}  // namespace
+
+StoragePtr VulkanStorage::unary(UnaryOp op, const Layout& l) const {
+  if (auto r = run_unary(*this, l, static_cast<uint32_t>(op), 0, 0)) return r;
+  note_round_trip(unary_op_name(op));
+  return BackendStorage::unary(op, l);
+}
+
+StoragePtr VulkanStorage::affine(const Layout& l, double mul, double add) const {
+  if (auto r = run_unary(*this, l, kAffine, static_cast<float>(mul), static_cast<float>(add))) return r;
+  note_round_trip("affine");
+  return BackendStorage::affine(l, mul, add);
+}
+
+StoragePtr VulkanStorage::powf(const Layout& l, double e) const {
+  if (auto r = run_unary(*this, l, kPowf, static_cast<float>(e), 0)) return r;
+  note_round_trip("powf");
+  return BackendStorage::powf(l, e);
+}
+
+StoragePtr VulkanStorage::elu(const Layout& l, double alpha) const {
+  if (auto r = run_unary(*this, l, kElu, static_cast<float>(alpha), 0)) return r;
+  note_round_trip("elu");
+  return BackendStorage::elu(l, alpha);
+}
+
+StoragePtr VulkanStorage::binary(BinaryOp op, const Layout& lhs_l, const BackendStorage& rhs_base,
+                                 const Layout& rhs_l) const {
+  const auto& rhs = as_vk(rhs_base, binary_op_name(op));
+  if (const char* sfx = float_suffix(ctx(), dtype_); sfx && rhs.dtype() == dtype_) {
+    auto out = vdev().make(dtype_, lhs_l.elem_count());
+    std::string k = std::string("binary_") + sfx;
+    if (run_elementwise(k.c_str(),
+                        {{this, lhs_l}, {&rhs, rhs_l}, {out.get(), Layout::contiguous(lhs_l.shape())}}, 2,
+                        static_cast<uint32_t>(op)))
+      return out;
+  }
+  note_round_trip(binary_op_name(op));
+  return BackendStorage::binary(op, lhs_l, rhs_base, rhs_l);
+}
+
+StoragePtr VulkanStorage::cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs_base,
+                              const Layout& rhs_l) const {
+  const auto& rhs = as_vk(rhs_base, cmp_op_name(op));
+  if (const char* sfx = float_suffix(ctx(), dtype_); sfx && rhs.dtype() == dtype_ && ctx().features().int8) {
+    auto out = vdev().make(DType::U8, lhs_l.elem_count());
+    std::string k = std::string("cmp_") + sfx;
+    if (run_elementwise(k.c_str(),
+                        {{this, lhs_l}, {&rhs, rhs_l}, {out.get(), Layout::contiguous(lhs_l.shape())}}, 2,
+                        static_cast<uint32_t>(op)))
+      return out;
+  }
+  note_round_trip(cmp_op_name(op));
+  return BackendStorage::cmp(op, lhs_l, rhs_base, rhs_l);
+}
+
+StoragePtr VulkanStorage::where_cond(const Layout& cond_l, const BackendStorage& t_base, const Layout& t_l,
+                                     const BackendStorage& f_base, const Layout& f_l) const {
+  const auto& t = as_vk(t_base, "where_cond");
+  const auto& f = as_vk(f_base, "where_cond");
+  const char* csfx = dtype_ == DType::U8 && ctx().features().int8 ? "u8"
+                     : dtype_ == DType::U32                       ? "u32"
+                                                                  : nullptr;
+  const char* vsfx = bytes_suffix(ctx(), t.dtype());
+  if (csfx && vsfx && t.dtype() == f.dtype()) {
+    auto out = vdev().make(t.dtype(), cond_l.elem_count());
+    std::string k = std::string("where_") + csfx + "_" + vsfx;
+    if (run_elementwise(
+            k.c_str(),
+            {{this, cond_l}, {&t, t_l}, {&f, f_l}, {out.get(), Layout::contiguous(cond_l.shape())}}, 3, 0))
+      return out;
+  }
+  note_round_trip("where_cond");
+  return BackendStorage::where_cond(cond_l, t_base, t_l, f_base, f_l);
+}
+
+namespace {
+const char* cast_name(const Context& ctx, DType dt) {
+  const auto& f = ctx.features();
+  switch (dt) {
+    case DType::F32: return "f32";
+    case DType::F16: return f.f16 ? "f16" : nullptr;
+    case DType::BF16: return f.int16 ? "bf16" : nullptr;
+    case DType::U8: return f.int8 ? "u8" : nullptr;
+    case DType::U32: return "u32";
+    case DType::I64: return f.int64 ? "i64" : nullptr;
+    default: return nullptr;
+  }
+}
+bool is_floatish(DType dt) { return dt == DType::F32 || dt == DType::F16 || dt == DType::BF16; }
+}  // namespace
+
+StoragePtr VulkanStorage::to_dtype(const Layout& l, DType dtype) const {
+  const char* s = cast_name(ctx(), dtype_);
+  const char* d = cast_name(ctx(), dtype);
+  if (s && d && dtype != dtype_ && (is_floatish(dtype_) || is_floatish(dtype))) {
+    auto out = vdev().make(dtype, l.elem_count());
+    std::string k = std::string("cast_") + s + "_" + d;
+    if (run_elementwise(k.c_str(), {{this, l}, {out.get(), Layout::contiguous(l.shape())}}, 1, 0)) return out;
+  }
+  note_round_trip("to_dtype");
+  return BackendStorage::to_dtype(l, dtype);
+}
+
+}  // namespace candle::vk_backend

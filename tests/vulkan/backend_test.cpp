@@ -1,0 +1,195 @@
+// The Vulkan backend through the Tensor API: no CPU round-trip for ops with kernels, the
+// round-trip counters for ops without, device selection, batching and the memory cache.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "vk_util.h"
+
+namespace candle {
+namespace {
+
+using namespace vk_test;
+
+TEST(VulkanBackend, OpsWithKernelsTakeNoRoundTrip) {
+  VK_DEVICE_OR_SKIP(dev);
+  auto a = Tensor::from_vec(values(24 * 16, -1.0f, 1.0f, 1), {24, 16}, Device::cpu()).to_device(dev);
+  auto b = Tensor::from_vec(values(16 * 8, -1.0f, 1.0f, 2), {16, 8}, Device::cpu()).to_device(dev);
+  auto ids = Tensor::from_vec(std::vector<uint32_t>{2, 0, 5}, {3}, Device::cpu()).to_device(dev);
+  dev.synchronize();
+  reset_backend_stats();
+  vulkan::reset_stats();
+  auto at = a.t();  // [16, 24] strided
+  std::vector<Tensor> keep;
+  keep.push_back(a.exp().add(a.sin()).mul(a.affine(2.0, 1.0)));
+  keep.push_back(a.powf(2.0).elu(0.5).gelu().relu().sqrt().tanh());
+  keep.push_back(a.broadcast_add(a.narrow(0, 0, 1)));
+  keep.push_back(a.gt(a.t().t()).where_cond(a, a.neg()));
+  keep.push_back(a.to_dtype(DType::F16).to_dtype(DType::BF16).to_dtype(DType::F32));
+  keep.push_back(at.contiguous());
+  keep.push_back(Tensor::cat({a, a}, 1));
+  keep.push_back(a.pad_with_zeros(0, 1, 2));
+  keep.push_back(a.sum_keepdim(0).add(a.max_keepdim(0)).add(a.min_keepdim(0)));
+  keep.push_back(a.argmax_keepdim(1).to_dtype(DType::F32).add(a.argmin_keepdim(1).to_dtype(DType::F32)));
+  keep.push_back(a.sum_all());
+  keep.push_back(a.matmul(b));
+  keep.push_back(a.narrow(0, 0, 1).matmul(b));  // gemv
+  keep.push_back(a.index_select(ids, 0));
+  keep.push_back(a.gather(Tensor::zeros({24, 3}, DType::U32, dev), 1));
+  keep.push_back(Tensor::zeros({4, 4}, DType::F32, dev).add(Tensor::ones({4, 4}, DType::F32, dev)));
+  dev.synchronize();
+  auto s = vulkan::stats();
+  EXPECT_TRUE(s.round_trips.empty()) << "round-trip: "
+                                     << (s.round_trips.empty() ? "" : s.round_trips.begin()->first);
+  EXPECT_TRUE(backend_stats().empty());
+  EXPECT_GT(s.dispatches, 20u);
+}
+
+TEST(VulkanBackend, OpsWithoutKernelsAreCountedRoundTrips) {
+  VK_DEVICE_OR_SKIP(dev);
+  auto a = Tensor::from_vec(values(4 * 5, -1.0f, 1.0f, 3), {4, 5}, Device::cpu());
+  auto av = a.to_device(dev);
+  reset_backend_stats();
+  vulkan::reset_stats();
+  auto got = av.cumsum(1).to_device(Device::cpu());
+  expect_close(got.flatten_to_vec<float>(), a.cumsum(1).flatten_to_vec<float>(), 1e-6f, 1e-6f, "cumsum");
+  EXPECT_EQ(vulkan::stats().round_trips["cumsum"], 1u);
+  EXPECT_EQ(backend_stats()["cumsum"], 1u);
+}
+
+TEST(VulkanBackend, TensorResultsMatchTheCpu) {
+  VK_DEVICE_OR_SKIP(dev);
+  auto a = Tensor::from_vec(values(6 * 9, -2.0f, 2.0f, 4), {2, 3, 9}, Device::cpu());
+  auto w = Tensor::from_vec(values(9 * 4, -1.0f, 1.0f, 5), {9, 4}, Device::cpu());
+  auto f = [](const Tensor& x, const Tensor& y) {
+    return x.broadcast_matmul(y).silu().sum_keepdim(1).broadcast_sub(x.narrow(2, 1, 4).max_keepdim(1));
+  };
+  auto want = f(a, w).flatten_to_vec<float>();
+  auto got = f(a.to_device(dev), w.to_device(dev)).to_device(Device::cpu()).flatten_to_vec<float>();
+  expect_close(got, want, 1e-5f, 1e-5f, "composite");
+}
+
+TEST(VulkanBackend, ManySmallOpsAreBatched) {
+  VK_DEVICE_OR_SKIP(dev);
+  auto x = Tensor::ones({64}, DType::F32, dev);
+  dev.synchronize();
+  vulkan::reset_stats();
+  for (int i = 0; i < 100; ++i) x = x.affine(1.0, 1.0);
+  auto v = x.to_device(Device::cpu()).to_vec1<float>();
+  EXPECT_EQ(v[0], 101.0f);
+  EXPECT_EQ(v[63], 101.0f);
+  auto s = vulkan::stats();
+  EXPECT_EQ(s.dispatches, 100u);
+  EXPECT_LE(s.submits, 2u);  // one batch for all 100, submitted at the download
+}
+
+TEST(VulkanBackend, FreedBlocksAreReused) {
+  VK_DEVICE_OR_SKIP(dev);
+  { auto t = Tensor::zeros({1000, 100}, DType::F32, dev); }
+  dev.synchronize();
+  vulkan::reset_stats();
+  { auto t = Tensor::zeros({1000, 100}, DType::F32, dev); }
+  EXPECT_EQ(vulkan::stats().allocations, 0u);
+  EXPECT_GE(vulkan::stats().cache_hits, 1u);
+}
+
+// ---- device selection -----------------------------------------------------------------------
+
+// Sets (or unsets, value == nullptr) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::optional<size_t> software_adapter() {
+  try {
+    for (const auto& a : vulkan::adapters())
+      if (a.type == "cpu") return a.index;
+  } catch (const Error&) {
+  }
+  return std::nullopt;
+}
+
+TEST(VulkanSelection, SoftwareDeviceRefusedWithoutTheEnvVar) {
+  auto sw = software_adapter();
+  if (!sw) GTEST_SKIP() << "no software Vulkan device (lavapipe) installed";
+  ScopedEnv env("CANDLE_VULKAN_ALLOW_CPU", nullptr);
+  auto info = vulkan::adapters()[*sw];
+  EXPECT_FALSE(info.usable);
+  EXPECT_NE(info.verdict.find("CANDLE_VULKAN_ALLOW_CPU"), std::string::npos) << info.verdict;
+  try {
+    vulkan::probe_adapter(*sw);
+    ADD_FAILURE() << "probe_adapter accepted a software device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device);
+    EXPECT_NE(std::string(e.what()).find("software device"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VulkanSelection, SoftwareDeviceAllowedWithTheEnvVar) {
+  auto sw = software_adapter();
+  if (!sw) GTEST_SKIP() << "no software Vulkan device (lavapipe) installed";
+  ScopedEnv env("CANDLE_VULKAN_ALLOW_CPU", "1");
+  EXPECT_TRUE(vulkan::adapters()[*sw].usable);
+  EXPECT_NO_THROW(vulkan::probe_adapter(*sw));
+}
+
+TEST(VulkanSelection, BestAdapterNeverPicksASoftwareDevice) {
+  auto sw = software_adapter();
+  if (!sw) GTEST_SKIP() << "no software Vulkan device (lavapipe) installed";
+  ScopedEnv env("CANDLE_VULKAN_ALLOW_CPU", "1");
+  std::string why;
+  auto best = vulkan::best_adapter(&why);
+  EXPECT_NE(best, sw) << why;
+  EXPECT_FALSE(why.empty());
+}
+
+TEST(VulkanSelection, MissingAdapterIsAClearError) {
+  try {
+    if (vulkan::adapters().empty()) GTEST_SKIP() << "no Vulkan adapter";
+  } catch (const Error& e) {
+    GTEST_SKIP() << e.what();
+  }
+  try {
+    vulkan::probe_adapter(1000);
+    ADD_FAILURE() << "adapter 1000 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no adapter 1000"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Device::vulkan(1000), Error);
+}
+
+TEST(VulkanSelection, AdaptersReportMemory) {
+  std::vector<vulkan::AdapterInfo> list;
+  try {
+    list = vulkan::adapters();
+  } catch (const Error& e) {
+    GTEST_SKIP() << e.what();
+  }
+  if (list.empty()) GTEST_SKIP() << "no Vulkan adapter";
+  for (const auto& a : list) {
+    EXPECT_FALSE(a.heaps.empty()) << a.name;
+    EXPECT_FALSE(a.memory_types.empty()) << a.name;
+    EXPECT_GT(a.max_storage_buffer_range, 0u) << a.name;
+    EXPECT_FALSE(a.verdict.empty()) << a.name;
+  }
+}
+
+}  // namespace
+}  // namespace candle

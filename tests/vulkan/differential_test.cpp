@@ -1,0 +1,395 @@
+// The differential harness: every op with a Vulkan kernel x dtype (f32, f16 where the device
+// has it) x layout (contiguous, transposed, narrowed with an offset, broadcast) against the
+// CPU backend, called at the storage level with identical layouts.
+//
+// Tolerances (|vk - cpu| <= atol + rtol |cpu|):
+//  - exact ops (neg, abs, sqr, relu, ceil, floor, round, sign, copies, casts to integers,
+//    min/max/arg reductions, cmp, where, index ops): bit-identical;
+//  - f32 arithmetic: atol 1e-6, rtol 1e-6 (affine, add, sub, mul, div, maximum, minimum);
+//  - f32 transcendentals: atol 1e-5, rtol 1e-4 (Vulkan's exp/log/pow precision), sin/cos
+//    atol 5e-4 (the spec allows 2^-11 absolute);
+//  - f16 results: atol 2e-3, rtol 2e-3 (one f16 ulp plus the f32 differences);
+//  - sums and matmul (different summation order, f32 accumulation): see each test.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "vk_util.h"
+
+namespace candle {
+namespace {
+
+using namespace vk_test;
+
+constexpr size_t R = 37, C = 29;  // odd sizes: partial work-groups and tiles
+
+struct Tol {
+  float atol, rtol;
+};
+Tol f16_tol{2e-3f, 2e-3f};
+
+// The input values an unary op is tested on.
+std::vector<float> unary_input(UnaryOp op, size_t n) {
+  auto v = values(n, -4.0f, 4.0f, 7 + static_cast<uint32_t>(op));
+  for (auto& x : v) {
+    if (op == UnaryOp::Log || op == UnaryOp::Sqrt) x = std::fabs(x) + 0.05f;
+    if (op == UnaryOp::Recip) x = x < 0 ? x - 0.5f : x + 0.5f;
+    if (op == UnaryOp::Round) x = std::round(x * 4.0f) / 4.0f;  // halves included
+  }
+  return v;
+}
+
+Tol unary_tol(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg:
+    case UnaryOp::Abs:
+    case UnaryOp::Relu:
+    case UnaryOp::Ceil:
+    case UnaryOp::Floor:
+    case UnaryOp::Round:
+    case UnaryOp::Sign: return {0, 0};
+    case UnaryOp::Sqr:
+    case UnaryOp::Recip:
+    case UnaryOp::Sqrt: return {1e-6f, 1e-6f};
+    case UnaryOp::Sin:
+    case UnaryOp::Cos: return {5e-4f, 0};
+    default: return {1e-5f, 1e-4f};
+  }
+}
+
+TEST(VulkanDifferential, UnaryEveryOpDtypeLayout) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  for (DType dt : float_dtypes(dev)) {
+    for (int o = 0; o <= static_cast<int>(UnaryOp::Sigmoid); ++o) {
+      auto op = static_cast<UnaryOp>(o);
+      auto p = make_pair(dev, dt, unary_input(op, n));
+      for (const auto& nl : layouts(R, C)) {
+        std::string what = std::string(unary_op_name(op)) + " " + std::string(dtype_name(dt)) + " " + nl.name;
+        Tol t = dt == DType::F16 ? f16_tol : unary_tol(op);
+        expect_close(as_f32(*p.vk->unary(op, nl.l)), as_f32(*p.cpu->unary(op, nl.l)), t.atol, t.rtol, what);
+      }
+    }
+  }
+}
+
+TEST(VulkanDifferential, AffinePowfElu) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  auto v = values(n, -3.0f, 3.0f, 3);
+  for (DType dt : float_dtypes(dev)) {
+    auto p = make_pair(dev, dt, v);
+    for (const auto& nl : layouts(R, C)) {
+      std::string what = std::string(dtype_name(dt)) + " " + nl.name;
+      Tol ex = dt == DType::F16 ? f16_tol : Tol{1e-6f, 1e-6f};
+      Tol tr = dt == DType::F16 ? f16_tol : Tol{1e-5f, 1e-4f};
+      expect_close(as_f32(*p.vk->affine(nl.l, 1.5, -0.25)), as_f32(*p.cpu->affine(nl.l, 1.5, -0.25)), ex.atol,
+                   ex.rtol, "affine " + what);
+      // negative bases with integral exponents, a fractional exponent (NaN for negatives)
+      for (double e : {2.0, 3.0, -1.0, 0.5}) {
+        expect_close(as_f32(*p.vk->powf(nl.l, e)), as_f32(*p.cpu->powf(nl.l, e)), tr.atol, tr.rtol,
+                     "powf " + std::to_string(e) + " " + what);
+      }
+      expect_close(as_f32(*p.vk->elu(nl.l, 0.7)), as_f32(*p.cpu->elu(nl.l, 0.7)), tr.atol, tr.rtol,
+                   "elu " + what);
+    }
+  }
+}
+
+TEST(VulkanDifferential, BinaryEveryOpLayoutPair) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  for (DType dt : float_dtypes(dev)) {
+    auto a = make_pair(dev, dt, values(n, 0.1f, 3.0f, 11));  // positive: pow is real
+    auto b = make_pair(dev, dt, values(n, -2.0f, 2.0f, 12));
+    for (int o = 0; o <= static_cast<int>(BinaryOp::Pow); ++o) {
+      auto op = static_cast<BinaryOp>(o);
+      for (const auto& la : layouts(R, C)) {
+        for (const auto& lb : layouts(R, C)) {
+          std::string what = std::string(binary_op_name(op)) + " " + std::string(dtype_name(dt)) + " " +
+                             la.name + " x " + lb.name;
+          Tol t = dt == DType::F16 ? f16_tol : op == BinaryOp::Pow ? Tol{1e-5f, 1e-4f} : Tol{1e-6f, 1e-6f};
+          expect_close(as_f32(*a.vk->binary(op, la.l, *b.vk, lb.l)),
+                       as_f32(*a.cpu->binary(op, la.l, *b.cpu, lb.l)), t.atol, t.rtol, what);
+        }
+      }
+    }
+  }
+}
+
+TEST(VulkanDifferential, BinaryMaximumMinimumPropagateNaN) {
+  VK_DEVICE_OR_SKIP(dev);
+  std::vector<float> a{1.0f, NAN, 3.0f, NAN}, b{NAN, 2.0f, -1.0f, NAN};
+  auto pa = make_pair(dev, DType::F32, a), pb = make_pair(dev, DType::F32, b);
+  auto l = Layout::contiguous(Shape{4});
+  expect_close(as_f32(*pa.vk->binary(BinaryOp::Maximum, l, *pb.vk, l)), {NAN, NAN, 3.0f, NAN}, 0, 0,
+               "maximum");
+  expect_close(as_f32(*pa.vk->binary(BinaryOp::Minimum, l, *pb.vk, l)), {NAN, NAN, -1.0f, NAN}, 0, 0,
+               "minimum");
+}
+
+TEST(VulkanDifferential, CmpEveryOp) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  auto qa = values(n, -2.0f, 2.0f, 21), qb = values(n, -2.0f, 2.0f, 22);
+  for (auto& x : qa) x = std::round(x * 2.0f) / 2.0f;  // coarse values: many equal pairs
+  for (auto& x : qb) x = std::round(x * 2.0f) / 2.0f;
+  for (DType dt : float_dtypes(dev)) {
+    auto a = make_pair(dev, dt, qa), b = make_pair(dev, dt, qb);
+    for (int o = 0; o <= static_cast<int>(CmpOp::Ge); ++o) {
+      auto op = static_cast<CmpOp>(o);
+      for (const auto& la : layouts(R, C)) {
+        for (const auto& lb : layouts(R, C)) {
+          std::string what = std::string(cmp_op_name(op)) + " " + std::string(dtype_name(dt)) + " " +
+                             la.name + " x " + lb.name;
+          expect_same_bytes(*a.vk->cmp(op, la.l, *b.vk, lb.l), *a.cpu->cmp(op, la.l, *b.cpu, lb.l), what);
+        }
+      }
+    }
+  }
+}
+
+TEST(VulkanDifferential, WhereCondU8AndU32Conditions) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  auto cv = values(n, -1.0f, 1.0f, 31);
+  for (auto& x : cv) x = x > 0 ? 1.0f : 0.0f;
+  std::vector<DType> vdts = float_dtypes(dev);
+  vdts.push_back(DType::U32);
+  vdts.push_back(DType::I64);
+  for (DType cdt : {DType::U8, DType::U32}) {
+    auto c = make_pair(dev, cdt, cv);
+    for (DType dt : vdts) {
+      auto t = make_pair(dev, dt, values(n, 0.0f, 100.0f, 32));
+      auto f = make_pair(dev, dt, values(n, -100.0f, 0.0f, 33));
+      for (const auto& lc : layouts(R, C)) {
+        for (const auto& lt : layouts(R, C)) {
+          const Layout lf = layouts(R, C)[1].l;
+          std::string what = std::string("where ") + std::string(dtype_name(cdt)) + " " +
+                             std::string(dtype_name(dt)) + " " + lc.name + " " + lt.name;
+          expect_same_bytes(*c.vk->where_cond(lc.l, *t.vk, lt.l, *f.vk, lf),
+                            *c.cpu->where_cond(lc.l, *t.cpu, lt.l, *f.cpu, lf), what);
+        }
+      }
+    }
+  }
+}
+
+TEST(VulkanDifferential, ToDtypeCasts) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  auto v = values(n, -300.0f, 300.0f, 41);
+  v[5] = NAN;    // NaN -> 0 for integers
+  v[6] = 1e10f;  // saturates
+  v[7] = 0.1f;   // rounding
+  bool f16 = float_dtypes(dev).size() > 1;
+  std::vector<std::pair<DType, DType>> casts{{DType::F32, DType::BF16}, {DType::BF16, DType::F32},
+                                             {DType::F32, DType::U8},   {DType::U8, DType::F32},
+                                             {DType::F32, DType::U32},  {DType::U32, DType::F32},
+                                             {DType::F32, DType::I64},  {DType::I64, DType::F32}};
+  if (f16) {
+    casts.insert(casts.end(), {{DType::F32, DType::F16},
+                               {DType::F16, DType::F32},
+                               {DType::F16, DType::BF16},
+                               {DType::BF16, DType::F16},
+                               {DType::F16, DType::U8},
+                               {DType::I64, DType::F16}});
+  }
+  for (auto [from, to] : casts) {
+    auto p = make_pair(dev, from, v);
+    for (const auto& nl : layouts(R, C)) {
+      std::string what = std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)) + " " + nl.name;
+      if (to == DType::F16) {
+        // the device's f32 -> f16 conversion may round differently from the CPU's
+        expect_close(as_f32(*p.vk->to_dtype(nl.l, to)), as_f32(*p.cpu->to_dtype(nl.l, to)), 0, 1e-3f, what);
+      } else {
+        expect_same_bytes(*p.vk->to_dtype(nl.l, to), *p.cpu->to_dtype(nl.l, to), what);
+      }
+    }
+  }
+}
+
+TEST(VulkanDifferential, CopyStridedEveryLayoutAndElementSize) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  auto v = values(n, 0.0f, 200.0f, 51);
+  for (DType dt : {DType::F32, DType::F16, DType::U8, DType::I64, DType::BF16}) {
+    auto p = make_pair(dev, dt, v);
+    for (const auto& nl : layouts(R, C)) {
+      // into a destination at an offset
+      auto dv = dev.backend().alloc(dt, R * C + 3);
+      auto dc = CpuStorage::zeros(dt, R * C + 3);
+      auto zero = dev.backend().from_cpu(*dc);
+      zero->copy_strided_src(*dv, 0, Layout::contiguous(Shape{R * C + 3}));
+      p.vk->copy_strided_src(*dv, 3, nl.l);
+      p.cpu->copy_strided_src(*dc, 3, nl.l);
+      expect_same_bytes(*dv, *dc,
+                        std::string("copy_strided_src ") + std::string(dtype_name(dt)) + " " + nl.name);
+    }
+  }
+}
+
+TEST(VulkanDifferential, Copy2dRowsManyAndFew) {
+  VK_DEVICE_OR_SKIP(dev);
+  auto v = values(4000, -5.0f, 5.0f, 52);
+  for (DType dt : {DType::F32, DType::F16, DType::U8}) {
+    auto p = make_pair(dev, dt, v);
+    // (d1, d2, src_s, dst_s, src_o, dst_o): many short rows (kernel), few long rows (buffer copies)
+    for (auto [d1, d2, ss, ds, so, dof] : std::vector<std::array<size_t, 6>>{
+             {40, 7, 9, 11, 3, 1}, {3, 500, 900, 600, 10, 20}, {100, 13, 13, 20, 0, 5}}) {
+      auto dc = CpuStorage::zeros(dt, 3000);
+      auto dv = dev.backend().from_cpu(*dc);
+      p.vk->copy2d(*dv, d1, d2, ss, ds, so, dof);
+      p.cpu->copy2d(*dc, d1, d2, ss, ds, so, dof);
+      expect_same_bytes(*dv, *dc, "copy2d " + std::string(dtype_name(dt)) + " d1=" + std::to_string(d1));
+    }
+  }
+}
+
+TEST(VulkanDifferential, ConstSetStridedLayouts) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  for (DType dt : {DType::F32, DType::F16, DType::U8, DType::I64, DType::U32}) {
+    for (const auto& nl : layouts(R, C)) {
+      if (std::string(nl.name) == "broadcast") continue;
+      auto p = make_pair(dev, dt, values(n, 0.0f, 50.0f, 61));
+      p.vk->const_set(Scalar(-7), nl.l);
+      p.cpu->const_set(Scalar(-7), nl.l);
+      expect_same_bytes(*p.vk, *p.cpu, "const_set " + std::string(dtype_name(dt)) + " " + nl.name);
+    }
+  }
+}
+
+TEST(VulkanDifferential, ReduceEveryOpOverDims) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  for (DType dt : float_dtypes(dev)) {
+    auto p = make_pair(dev, dt, values(n, -1.0f, 1.0f, 71));
+    for (int o = 0; o <= static_cast<int>(ReduceOp::ArgMax); ++o) {
+      auto op = static_cast<ReduceOp>(o);
+      bool is_arg = op == ReduceOp::ArgMin || op == ReduceOp::ArgMax;
+      std::vector<std::vector<size_t>> dimsets{{0}, {1}};
+      if (!is_arg) dimsets.push_back({0, 1});
+      for (const auto& nl : layouts(R, C)) {
+        for (const auto& dims : dimsets) {
+          std::string what = std::string(reduce_op_name(op)) + " " + std::string(dtype_name(dt)) + " " +
+                             nl.name + " dims " + Shape(dims).to_string();
+          auto got = p.vk->reduce(op, nl.l, dims), want = p.cpu->reduce(op, nl.l, dims);
+          if (op == ReduceOp::Sum)
+            expect_close(as_f32(*got), as_f32(*want), dt == DType::F16 ? 2e-2f : 2e-5f, 2e-3f, what);
+          else
+            expect_same_bytes(*got, *want, what);
+        }
+      }
+    }
+  }
+}
+
+TEST(VulkanDifferential, Reduce3dNonAdjacentDimsAndLongRows) {
+  VK_DEVICE_OR_SKIP(dev);
+  // [6, 7, 8] over {0, 2}: a copy to rows first
+  auto p = make_pair(dev, DType::F32, values(6 * 7 * 8, -1.0f, 1.0f, 72));
+  auto l = Layout::contiguous(Shape{6, 7, 8});
+  for (auto op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+    auto got = p.vk->reduce(op, l, {0, 2}), want = p.cpu->reduce(op, l, {0, 2});
+    expect_close(as_f32(*got), as_f32(*want), 1e-5f, 1e-5f, std::string("3d ") + reduce_op_name(op));
+  }
+  // two rows of 200003: split over many work-groups + a second pass
+  auto q = make_pair(dev, DType::F32, values(2 * 200003, -1.0f, 1.0f, 73));
+  auto lq = Layout::contiguous(Shape{2, 200003});
+  expect_close(as_f32(*q.vk->reduce(ReduceOp::Sum, lq, {1})), as_f32(*q.cpu->reduce(ReduceOp::Sum, lq, {1})),
+               1e-3f, 1e-5f, "long sum");
+  for (auto op : {ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin}) {
+    expect_same_bytes(*q.vk->reduce(op, lq, {1}), *q.cpu->reduce(op, lq, {1}),
+                      std::string("long ") + reduce_op_name(op));
+  }
+}
+
+TEST(VulkanDifferential, ArgReduceTiesAndNaNTakeTheFirst) {
+  VK_DEVICE_OR_SKIP(dev);
+  // row 0: max 5 at 1 and 3 -> 1; min -2 at 0 and 4 -> 0. row 1: NaN at 2 and 4 -> 2 for both.
+  std::vector<float> v{-2, 5, 1, 5, -2, 0, 1, NAN, 3, NAN};
+  auto p = make_pair(dev, DType::F32, v);
+  auto l = Layout::contiguous(Shape{2, 5});
+  auto am = p.vk->reduce(ReduceOp::ArgMax, l, {1})->to_cpu();
+  auto an = p.vk->reduce(ReduceOp::ArgMin, l, {1})->to_cpu();
+  EXPECT_EQ(am->data<uint32_t>()[0], 1u);
+  EXPECT_EQ(am->data<uint32_t>()[1], 2u);
+  EXPECT_EQ(an->data<uint32_t>()[0], 0u);
+  EXPECT_EQ(an->data<uint32_t>()[1], 2u);
+  auto mx = as_f32(*p.vk->reduce(ReduceOp::Max, l, {1}));
+  EXPECT_EQ(mx[0], 5.0f);
+  EXPECT_TRUE(std::isnan(mx[1]));
+}
+
+TEST(VulkanDifferential, ReduceIsDeterministic) {
+  VK_DEVICE_OR_SKIP(dev);
+  auto p = make_pair(dev, DType::F32, values(1 << 20, -1.0f, 1.0f, 74));
+  auto l = Layout::contiguous(Shape{1 << 20});
+  auto a = p.vk->reduce(ReduceOp::Sum, l, {0}), b = p.vk->reduce(ReduceOp::Sum, l, {0});
+  expect_same_bytes(*a, *b, "sum_all twice");
+}
+
+TEST(VulkanDifferential, IndexSelectAndGatherU32AndI64) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = storage_elems(R, C);
+  std::vector<float> idv{3, 0, 28, 28, 7, 1};
+  for (DType dt : {DType::F32, DType::F16, DType::U8, DType::I64}) {
+    auto p = make_pair(dev, dt, values(n, 0.0f, 100.0f, 81));
+    for (DType idt : {DType::U32, DType::I64}) {
+      auto ids = make_pair(dev, idt, idv);
+      Layout il = Layout::contiguous(Shape{idv.size()});
+      for (const auto& nl : layouts(R, C)) {
+        for (size_t dim : {0, 1}) {
+          std::string what = "index_select " + std::string(dtype_name(dt)) + " ids " +
+                             std::string(dtype_name(idt)) + " " + nl.name + " dim " + std::to_string(dim);
+          expect_same_bytes(*p.vk->index_select(nl.l, *ids.vk, il, dim),
+                            *p.cpu->index_select(nl.l, *ids.cpu, il, dim), what);
+        }
+        // gather along dim 1: ids [R, 4] with values < C
+        auto gv = values(R * 4, 0.0f, static_cast<float>(C), 82);
+        for (auto& x : gv) x = std::floor(x);
+        auto gids = make_pair(dev, idt, gv);
+        Layout gl = Layout::contiguous(Shape{R, 4});
+        expect_same_bytes(*p.vk->gather(nl.l, *gids.vk, gl, 1), *p.cpu->gather(nl.l, *gids.cpu, gl, 1),
+                          "gather " + std::string(dtype_name(dt)) + " " + nl.name);
+      }
+    }
+  }
+}
+
+// A [batch, rows, cols] layout of the given kind over a storage big enough for every kind.
+Layout mat_layout(const char* kind, size_t b, size_t r, size_t c) {
+  std::string k = kind;
+  if (k == "contiguous") return Layout::contiguous(Shape{b, r, c});
+  if (k == "transposed") return Layout(Shape{b, r, c}, {r * c, 1, r}, 0);
+  if (k == "narrowed") return Layout(Shape{b, r, c}, {r * (c + 2) + 1, c + 2, 1}, 3);
+  return Layout(Shape{b, r, c}, {0, c, 1}, 1);  // broadcast over the batch
+}
+
+TEST(VulkanDifferential, MatmulEveryLayoutPairAndGemv) {
+  VK_DEVICE_OR_SKIP(dev);
+  const char* kinds[] = {"contiguous", "transposed", "narrowed", "broadcast"};
+  for (DType dt : float_dtypes(dev)) {
+    for (auto [b, m, k, nn] :
+         std::vector<std::array<size_t, 4>>{{3, 70, 33, 65}, {2, 1, 100, 37}, {1, 5, 130, 9}}) {
+      auto a = make_pair(dev, dt, values(b * m * (k + 2) + b + 8, -1.0f, 1.0f, 91));
+      auto w = make_pair(dev, dt, values(b * k * (nn + 2) + b + 8, -1.0f, 1.0f, 92));
+      for (const char* ka : kinds) {
+        for (const char* kb : kinds) {
+          Layout la = mat_layout(ka, b, m, k), lb = mat_layout(kb, b, k, nn);
+          std::string what = "matmul " + std::string(dtype_name(dt)) + " " + std::to_string(b) + "x" +
+                             std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(nn) + " " +
+                             ka + " x " + kb;
+          MatmulDims d{b, m, nn, k};
+          float tol = dt == DType::F16 ? 3e-2f : 2e-5f;
+          expect_close(as_f32(*a.vk->matmul(la, *w.vk, lb, d)), as_f32(*a.cpu->matmul(la, *w.cpu, lb, d)),
+                       tol, tol, what);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace candle

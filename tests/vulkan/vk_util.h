@@ -1,0 +1,124 @@
+// Helpers of the Vulkan tests: the device under test (or a skip), storages on both devices
+// and comparisons with stated tolerances.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "candle/backend.h"
+#include "candle/candle.h"
+#include "candle/vulkan.h"
+
+namespace candle::vk_test {
+
+// The Vulkan device under test: best_adapter(), else adapter 0 (a software device needs
+// CANDLE_VULKAN_ALLOW_CPU=1, which ctest sets). nullopt, with the reason, when none opens.
+inline std::optional<Device> device(std::string* why) {
+  try {
+    auto best = vulkan::best_adapter();
+    return Device::vulkan(best ? *best : 0);
+  } catch (const Error& e) {
+    *why = e.what();
+    return std::nullopt;
+  }
+}
+
+#define VK_DEVICE_OR_SKIP(dev)                                                                  \
+  std::string dev##_why;                                                                        \
+  auto dev##_opt = ::candle::vk_test::device(&dev##_why);                                       \
+  if (!dev##_opt)                                                                               \
+    GTEST_SKIP() << "no usable Vulkan device (tests need one; CI has lavapipe): " << dev##_why; \
+  const ::candle::Device& dev = *dev##_opt
+
+// Deterministic values in [lo, hi) (an LCG).
+inline std::vector<float> values(size_t n, float lo, float hi, uint32_t seed = 1) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = lo + (hi - lo) * static_cast<float>(s >> 8) / 16777216.0f;
+  }
+  return v;
+}
+
+// A CPU storage of dtype dt with the values (converted) and its copy on `dev`.
+struct Pair {
+  std::shared_ptr<CpuStorage> cpu;
+  StoragePtr vk;
+};
+inline Pair make_pair(const Device& dev, DType dt, const std::vector<float>& v) {
+  auto f = CpuStorage::alloc(DType::F32, v.size());
+  std::copy(v.begin(), v.end(), f->data<float>());
+  auto c = dt == DType::F32
+               ? f
+               : std::static_pointer_cast<CpuStorage>(f->to_dtype(Layout::contiguous(Shape{v.size()}), dt));
+  return {c, dev.backend().from_cpu(*c)};
+}
+
+// Every element of a storage as f32.
+inline std::vector<float> as_f32(const BackendStorage& s) {
+  auto c = s.to_cpu();
+  auto f = c->dtype() == DType::F32 ? c
+                                    : std::static_pointer_cast<CpuStorage>(c->to_dtype(
+                                          Layout::contiguous(Shape{c->elem_count()}), DType::F32));
+  return std::vector<float>(f->data<float>(), f->data<float>() + f->elem_count());
+}
+
+// |got - want| <= atol + rtol |want| everywhere (NaN matches NaN, infinities must be equal).
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
+                         float rtol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+    bool ok;
+    if (std::isnan(want[i]))
+      ok = std::isnan(got[i]);
+    else if (std::isinf(want[i]))
+      ok = got[i] == want[i];
+    else
+      ok = std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]);
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i];
+    }
+  }
+}
+
+inline void expect_same_bytes(const BackendStorage& got, const BackendStorage& want,
+                              const std::string& what) {
+  auto g = got.to_cpu(), w = want.to_cpu();
+  ASSERT_EQ(g->dtype(), w->dtype()) << what;
+  ASSERT_EQ(g->elem_count(), w->elem_count()) << what;
+  EXPECT_EQ(0, std::memcmp(g->bytes(), w->bytes(), g->nbytes())) << what << ": bytes differ";
+}
+
+// The four layouts of the harness, all of logical shape [r, c], over a storage of
+// storage_elems(r, c) elements: contiguous, transposed, narrowed with an offset, broadcast.
+struct NamedLayout {
+  const char* name;
+  Layout l;
+};
+inline size_t storage_elems(size_t r, size_t c) { return 5 + r * (c + 3) + c; }
+inline std::vector<NamedLayout> layouts(size_t r, size_t c) {
+  return {{"contiguous", Layout::contiguous(Shape{r, c})},
+          {"transposed", Layout(Shape{r, c}, {1, r}, 0)},
+          {"narrowed", Layout(Shape{r, c}, {c + 3, 1}, 5)},
+          {"broadcast", Layout(Shape{r, c}, {0, 1}, 2)}};
+}
+
+inline std::vector<DType> float_dtypes(const Device& dev) {
+  std::vector<DType> d{DType::F32};
+  for (const auto& a : vulkan::adapters())
+    if (a.name == dev.backend().name() && a.f16) {
+      d.push_back(DType::F16);
+      break;
+    }
+  return d;
+}
+
+}  // namespace candle::vk_test
