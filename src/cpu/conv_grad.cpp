@@ -183,7 +183,8 @@ void grad_kernel_run(const ConvGeom& g, const C* x, const C* gy, C* dw) {
     std::fill(dw, dw + dw_len, C(0));
     return;
   }
-  const bool pointwise = g.kh == 1 && g.kw == 1 && g.s_h == 1 && g.s_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.s_h == 1 && g.s_w == 1 && g.pad_h == 0 && g.pad_w == 0 &&
+                         g.ih == g.oh && g.iw == g.ow;
   const size_t cols = pointwise ? std::min(ohw, kPointwiseCols) : block_cols(kdim, ohw, sizeof(C), kPanelBytes, kMinCols);
   const size_t nblocks = (ohw + cols - 1) / cols;
   const size_t units = g.b * nblocks;
