@@ -21,6 +21,7 @@
 // f16/bf16/f8e4m3 are computed in f32 and rounded once.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -42,8 +43,9 @@ namespace {
 constexpr size_t kPanelBytes = size_t{1} << 20;
 // Columns per unit of a 1x1 conv (no panel).
 constexpr size_t kPointwiseCols = 4096;
-// Panels are not made narrower than this.
+// Panels are not made narrower than this, nor narrower than kMinSplitCols to make chunks.
 constexpr size_t kMinCols = 64;
+constexpr size_t kMinSplitCols = 256;
 // Multiply-adds per chunk of the kernel gradient's reduction, and the most chunks.
 constexpr double kChunkMacs = double(1 << 21);
 constexpr size_t kMaxChunks = 16;
@@ -93,15 +95,14 @@ inline void inside(ptrdiff_t off, size_t s, size_t len, size_t& lo, size_t& hi, 
 }
 
 // The im2col panel [kdim, p1 - p0] of output positions [p0, p1) of one image and group
-// (`in`: the group's first input channel).
+// (`in`: the group's first input channel), row r at panel + r * ld.
 template <typename C>
-void im2col(const ConvGeom& g, const C* in, size_t p0, size_t p1, C* panel) {
-  const size_t n = p1 - p0;
+void im2col(const ConvGeom& g, const C* in, size_t p0, size_t p1, C* panel, size_t ld) {
   for (size_t ci = 0; ci < g.cin_g(); ++ci) {
     const C* chan = in + ci * g.ih * g.iw;
     for (size_t ky = 0; ky < g.kh; ++ky) {
       for (size_t kx = 0; kx < g.kw; ++kx) {
-        C* dst = panel + ((ci * g.kh + ky) * g.kw + kx) * n;
+        C* dst = panel + ((ci * g.kh + ky) * g.kw + kx) * ld;
         const ptrdiff_t off_x = static_cast<ptrdiff_t>(kx * g.d_w) - static_cast<ptrdiff_t>(g.pad_w);
         size_t lo_all, hi_all;
         inside(off_x, g.s_w, g.iw, lo_all, hi_all, g.ow);
@@ -174,21 +175,30 @@ size_t block_cols(size_t rows, size_t ohw, size_t elem, size_t want_bytes, size_
 
 // dw [c_out, kdim] = the kernel gradient of conv `g` with input x [b, c_in, ih, iw] and output
 // gradient gy [b, c_out, oh, ow] (dense, compute type C).
+//
+// The output positions of all images, q = image * oh * ow + position, are cut into blocks
+// (units) of `cols` columns that may span images; a unit packs its im2col panel (and its
+// rows of gy when it spans images) and runs one GEMM with K = its columns.
 template <typename C>
 void grad_kernel_run(const ConvGeom& g, const C* x, const C* gy, C* dw) {
   const size_t cin_g = g.cin_g(), cout_g = g.cout_g(), kdim = g.kdim();
   const size_t ihw = g.ih * g.iw, ohw = g.oh * g.ow;
   const size_t dw_len = g.c_out * kdim;
-  if (ohw == 0 || g.b == 0 || dw_len == 0) {
+  const size_t total = g.b * ohw;
+  if (total == 0 || dw_len == 0) {
     std::fill(dw, dw + dw_len, C(0));
     return;
   }
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.s_h == 1 && g.s_w == 1 && g.pad_h == 0 && g.pad_w == 0 &&
                          g.ih == g.oh && g.iw == g.ow;
-  const size_t cols = pointwise ? std::min(ohw, kPointwiseCols) : block_cols(kdim, ohw, sizeof(C), kPanelBytes, kMinCols);
-  const size_t nblocks = (ohw + cols - 1) / cols;
-  const size_t units = g.b * nblocks;
-  const double macs = double(g.b) * double(ohw) * double(g.c_out) * double(kdim);
+  // columns per unit: a panel of about kPanelBytes, and enough units for kMaxChunks chunks
+  size_t cols = pointwise ? kPointwiseCols : std::max(kMinCols, kPanelBytes / (kdim * sizeof(C)));
+  cols = std::min(cols, std::max<size_t>(kMinSplitCols, (total + kMaxChunks - 1) / kMaxChunks));
+  cols = std::min(cols, std::max<size_t>(1, scratch_limit() / 4 / ((kdim + cout_g) * sizeof(C))));
+  cols = std::max<size_t>(std::min(cols, total), 1);
+  const size_t units = (total + cols - 1) / cols;
+  cols = (total + units - 1) / units;
+  const double macs = double(total) * double(g.c_out) * double(kdim);
   size_t nchunks = static_cast<size_t>(std::clamp(macs / kChunkMacs, 1.0, double(kMaxChunks)));
   nchunks = std::min(nchunks, units);
   // the partials stay under a quarter of the scratch cap
@@ -196,30 +206,48 @@ void grad_kernel_run(const ConvGeom& g, const C* x, const C* gy, C* dw) {
   std::unique_ptr<C[]> partial;
   if (nchunks > 1) partial.reset(new C[nchunks * dw_len]);
   const size_t tasks = g.groups * nchunks;
-  const size_t workers = macs < kParallelMacs ? 1 : tasks;
-  parallel_for(workers, 1, [&](size_t w0, size_t w1) {
-    std::unique_ptr<C[]> panel;
-    if (!pointwise) panel.reset(new C[kdim * cols]);
-    for (size_t t = w0; t < (workers == 1 ? tasks : w1); ++t) {
-      const size_t grp = t / nchunks, ch = t % nchunks;
-      const size_t u0 = units * ch / nchunks, u1 = units * (ch + 1) / nchunks;
-      C* out = (nchunks > 1 ? partial.get() + ch * dw_len : dw) + grp * cout_g * kdim;
-      for (size_t u = u0; u < u1; ++u) {
-        const size_t bi = u / nblocks, blk = u % nblocks;
-        const size_t p0 = blk * cols, p1 = std::min(ohw, p0 + cols), n = p1 - p0;
-        const C* in_g = x + (bi * g.c_in + grp * cin_g) * ihw;
-        MatRef<C> b;
+  auto run_task = [&](size_t t, C* panel, C* apack) {
+    const size_t grp = t / nchunks, ch = t % nchunks;
+    const size_t u0 = units * ch / nchunks, u1 = units * (ch + 1) / nchunks;
+    C* out = (nchunks > 1 ? partial.get() + ch * dw_len : dw) + grp * cout_g * kdim;
+    for (size_t u = u0; u < u1; ++u) {
+      const size_t q0 = u * cols, q1 = std::min(total, q0 + cols), n = q1 - q0;
+      const size_t b0 = q0 / ohw, b_last = (q1 - 1) / ohw;
+      MatRef<C> a, b;
+      if (b0 == b_last) {  // one image: gy rows in place
+        const size_t p0 = q0 - b0 * ohw;
+        a = {gy + (b0 * g.c_out + grp * cout_g) * ohw + p0, ohw, 1};
+        const C* in_g = x + (b0 * g.c_in + grp * cin_g) * ihw;
         if (pointwise) {
           b = {in_g + p0, 1, ihw};
         } else {
-          im2col(g, in_g, p0, p1, panel.get());
-          b = {panel.get(), 1, n};
+          im2col(g, in_g, p0, p0 + n, panel, n);
+          b = {panel, 1, n};
         }
-        MatRef<C> a{gy + (bi * g.c_out + grp * cout_g) * ohw + p0, ohw, 1};
-        gemm(cout_g, kdim, n, a, b, out, kdim, u != u0);
+      } else {
+        for (size_t bi = b0, q = q0; bi <= b_last; ++bi) {
+          const size_t p0 = q - bi * ohw, p1 = std::min(ohw, q1 - bi * ohw), off = q - q0;
+          const C* g_rows = gy + (bi * g.c_out + grp * cout_g) * ohw;
+          for (size_t co = 0; co < cout_g; ++co)
+            std::memcpy(apack + co * n + off, g_rows + co * ohw + p0, (p1 - p0) * sizeof(C));
+          im2col(g, x + (bi * g.c_in + grp * cin_g) * ihw, p0, p1, panel + off, n);
+          q += p1 - p0;
+        }
+        a = {apack, n, 1};
+        b = {panel, 1, n};
       }
+      gemm(cout_g, kdim, n, a, b, out, kdim, u != u0);
     }
-  });
+  };
+  if (macs < kParallelMacs || tasks == 1) {
+    std::unique_ptr<C[]> panel(new C[kdim * cols]), apack(new C[cout_g * cols]);
+    for (size_t t = 0; t < tasks; ++t) run_task(t, panel.get(), apack.get());
+  } else {
+    parallel_for(tasks, 1, [&](size_t t0, size_t t1) {
+      std::unique_ptr<C[]> panel(new C[kdim * cols]), apack(new C[cout_g * cols]);
+      for (size_t t = t0; t < t1; ++t) run_task(t, panel.get(), apack.get());
+    });
+  }
   if (nchunks > 1) {
     const C* pp = partial.get();
     parallel_for(dw_len, kParallelGrain / nchunks + 1, [&](size_t i0, size_t i1) {
@@ -384,6 +412,22 @@ ConvGeom transposed_as_conv(size_t b, size_t c_in, size_t c_out, size_t ih, size
   return ConvGeom{b, c_out, oh_t, ow_t, c_in, kh, kw, pad_h, pad_w, s_h, s_w, d_h, d_w, groups, ih, iw};
 }
 
+// Whether the input gradient is better taken as the forward conv of grad_out with the flipped
+// kernel (stride 1, "full" padding d (k - 1) - p >= 0 on both axes): its im2col panel has
+// c_out_g k_h k_w rows against c_in_g k_h k_w for GEMM + col2im, so it is chosen when
+// c_out_g <= c_in_g, or when the forward can take its Winograd path (f32 3x3 / 5x5, dilation
+// 1, groups 1).
+bool input_grad_by_forward(DType dt, size_t stride, size_t full_h, size_t full_w, size_t padding, size_t cin_g,
+                           size_t cout_g, size_t kh, size_t kw, size_t dilation, size_t groups) {
+  if (stride != 1 || full_h != full_w || full_h < padding) return false;
+  if (const char* env = std::getenv("CANDLE_CONVGRAD_INPUT")) {
+    if (std::string(env) == "fwd") return true;
+    if (std::string(env) == "gemm") return false;
+  }
+  if (cout_g <= cin_g) return true;
+  return dt == DType::F32 && kh == kw && (kh == 3 || kh == 5) && dilation == 1 && groups == 1;
+}
+
 }  // namespace
 }  // namespace cpu
 
@@ -420,7 +464,9 @@ StoragePtr CpuStorage::conv2d_grad_input(const Layout& g_l, const BackendStorage
   cpu::check_layout(op, "grad_out", g_l, Shape{p.b_size, p.c_out, g.oh, g.ow}, *this);
   cpu::check_layout(op, "kernel", k_l, Shape{p.c_out, p.c_in / p.groups, p.k_h, p.k_w}, ws);
   const size_t full_h = p.dilation * (p.k_h - 1), full_w = p.dilation * (p.k_w - 1);
-  if (p.stride == 1 && full_h == full_w && full_h >= p.padding && g.oh > 0 && g.ow > 0) {
+  if (g.oh > 0 && g.ow > 0 &&
+      cpu::input_grad_by_forward(dtype_, p.stride, full_h, full_w, p.padding, g.cin_g(), g.cout_g(), p.k_h, p.k_w,
+                                 p.dilation, p.groups)) {
     // the forward conv of grad_out with the flipped kernel, "full" padding
     StoragePtr wf = cpu::flipped_kernel(g, ws, k_l);
     ParamsConv2D q{p.b_size, g.oh, g.ow, p.k_h, p.k_w, p.c_in, p.c_out, full_h - p.padding, 0, 1, p.dilation,
@@ -440,7 +486,8 @@ StoragePtr CpuStorage::conv1d_grad_input(const Layout& g_l, const BackendStorage
   cpu::check_layout(op, "grad_out", g_l, Shape{p.b_size, p.c_out, g.ow}, *this);
   cpu::check_layout(op, "kernel", k_l, Shape{p.c_out, p.c_in / p.groups, p.k_size}, ws);
   const size_t full = p.dilation * (p.k_size - 1);
-  if (p.stride == 1 && full >= p.padding && g.ow > 0) {
+  if (g.ow > 0 && cpu::input_grad_by_forward(dtype_, p.stride, full, full, p.padding, g.cin_g(), g.cout_g(), 1,
+                                             p.k_size, p.dilation, p.groups)) {
     StoragePtr wf = cpu::flipped_kernel(g, ws, k_l);
     ParamsConv1D q{p.b_size, g.ow, p.c_in, p.c_out, p.k_size, full - p.padding, 0, 1, p.dilation, p.groups};
     return conv1d(g_l, *wf, Layout::contiguous(Shape{p.c_in, p.c_out / p.groups, p.k_size}), q);

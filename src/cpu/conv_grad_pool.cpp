@@ -16,6 +16,7 @@
 //    f64 rounded to the compute type; the same size is the identity.
 #include <algorithm>
 #include <cmath>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -52,7 +53,14 @@ void check_bounds(const char* op, const Layout& l, const CpuStorage& s) {
   }
 }
 
-// Runs fn(plane, C* dx_plane, const C* gy_plane) over the planes of a [planes, in_n] result
+// Per-thread scratch of the plane kernels.
+template <typename C>
+struct PlaneScratch {
+  std::vector<C> a, b;
+  std::vector<uint32_t> idx;
+};
+
+// Runs fn(plane, C* dx_plane, const C* gy_plane, PlaneScratch<C>&) over the planes of a [planes, in_n] result
 // from a dense gy [planes, out_n] (dtype of `gs`), and returns the result in gs's dtype.
 template <typename Fn>
 StoragePtr per_plane(const CpuStorage& gs, const Layout& gl, size_t planes, size_t in_n, size_t out_n,
@@ -67,10 +75,11 @@ StoragePtr per_plane(const CpuStorage& gs, const Layout& gl, size_t planes, size
     const size_t grain = kParallelGrain / std::max<size_t>(in_n + out_n, 1) + 1;
     parallel_for(planes, grain, [&](size_t p0, size_t p1) {
       std::vector<C> buf(std::is_same_v<T, C> ? 0 : in_n);
+      PlaneScratch<C> scratch;
       for (size_t p = p0; p < p1; ++p) {
         C* dx = std::is_same_v<T, C> ? reinterpret_cast<C*>(out->template data<T>() + p * in_n) : buf.data();
         std::fill(dx, dx + in_n, C(0));
-        fn.template operator()<T, C>(p, dx, gy + p * out_n);
+        fn.template operator()<T, C>(p, dx, gy + p * out_n, scratch);
         if constexpr (!std::is_same_v<T, C>) {
           T* dst = out->template data<T>() + p * in_n;
           for (size_t i = 0; i < in_n; ++i) dst[i] = T(dx[i]);
@@ -125,6 +134,36 @@ Taps bilinear_taps(size_t in, size_t out, bool align_corners, std::optional<doub
     t.l0[o] = 1.0 - l1;
   }
   return t;
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define CANDLE_POOLGRAD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CANDLE_POOLGRAD_CLONES
+#endif
+
+// One kernel tap for a row of windows: m[o], at[o] become r[o * s], base + o * s where that
+// is larger or NaN (the PyTorch rule, evaluated in row-major window order by the caller).
+template <typename C, size_t SW>
+CANDLE_POOLGRAD_CLONES void max_tap(const C* __restrict r, size_t sw, size_t ow, uint32_t base, C* __restrict m,
+                                    uint32_t* __restrict at) {
+  const size_t s = SW ? SW : sw;
+  for (size_t o = 0; o < ow; ++o) {
+    const C v = r[o * s];
+    const bool take = (v > m[o]) | (v != v);
+    m[o] = take ? v : m[o];
+    at[o] = take ? base + static_cast<uint32_t>(o * s) : at[o];
+  }
+}
+
+template <typename C>
+void max_tap_any(const C* r, size_t sw, size_t ow, uint32_t base, C* m, uint32_t* at) {
+  if (sw == 1)
+    max_tap<C, 1>(r, sw, ow, base, m, at);
+  else if (sw == 2)
+    max_tap<C, 2>(r, sw, ow, base, m, at);
+  else
+    max_tap<C, 0>(r, sw, ow, base, m, at);
 }
 
 void check_pool(const char* op, size_t h, size_t w, std::array<size_t, 2> k, std::array<size_t, 2> s) {
@@ -190,27 +229,39 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
   const auto& xs = x_l.stride();
   const size_t xoff = x_l.start_offset();
   const size_t kh = k[0], kw = k[1], sh = st[0], sw = st[1];
+  if (h * w > UINT32_MAX) throw Error(ErrorKind::UnsupportedOp, std::string(op) + ": planes of 2^32 elements or more");
+  const size_t used_w = (ow - 1) * sw + kw;  // the columns windows read
   return cpu::per_plane(
-      *gsp, g_l, b * c, h * w, oh * ow, op, [&]<typename T, typename C>(size_t p, C* dx, const C* gy) {
+      *gsp, g_l, b * c, h * w, oh * ow, op,
+      [&]<typename T, typename C>(size_t p, C* dx, const C* gy, cpu::PlaneScratch<C>& s) {
         const T* xp = data<T>() + xoff + (p / c) * xs[0] + (p % c) * xs[1];
+        s.a.resize(ow);
+        s.b.resize(used_w);
+        s.idx.resize(ow);
+        C* m = s.a.data();
+        uint32_t* at = s.idx.data();
         for (size_t oy = 0; oy < oh; ++oy) {
-          for (size_t ox = 0; ox < ow; ++ox) {
-            size_t best = (oy * sh) * w + ox * sw;
-            C m = -std::numeric_limits<C>::infinity();
-            for (size_t ki = 0; ki < kh; ++ki) {
-              const size_t iy = oy * sh + ki;
-              const T* row = xp + iy * xs[2];
-              for (size_t kj = 0; kj < kw; ++kj) {
-                const size_t ix = ox * sw + kj;
-                const C v = static_cast<C>(row[ix * xs[3]]);
-                if (v > m || v != v) {
-                  m = v;
-                  best = iy * w + ix;
-                }
+          for (size_t ki = 0; ki < kh; ++ki) {
+            const size_t iy = oy * sh + ki;
+            const T* src = xp + iy * xs[2];
+            const C* row;
+            if (std::is_same_v<T, C> && xs[3] == 1) {
+              row = reinterpret_cast<const C*>(src);
+            } else {
+              for (size_t i = 0; i < used_w; ++i) s.b[i] = static_cast<C>(src[i * xs[3]]);
+              row = s.b.data();
+            }
+            if (ki == 0) {  // the window's first element starts the search
+              for (size_t o = 0; o < ow; ++o) {
+                m[o] = row[o * sw];
+                at[o] = static_cast<uint32_t>(iy * w + o * sw);
               }
             }
-            dx[best] += gy[oy * ow + ox];
+            for (size_t kj = ki == 0 ? 1 : 0; kj < kw; ++kj)
+              cpu::max_tap_any<C>(row + kj, sw, ow, static_cast<uint32_t>(iy * w + kj), m, at);
           }
+          const C* g = gy + oy * ow;
+          for (size_t o = 0; o < ow; ++o) dx[at[o]] += g[o];
         }
       });
 }
@@ -226,7 +277,7 @@ StoragePtr CpuStorage::avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in
   }
   const size_t kh = k[0], kw = k[1], sh = st[0], sw = st[1];
   return cpu::per_plane(*this, g_l, b * c, in_h * in_w, oh * ow, op,
-                        [&]<typename T, typename C>(size_t, C* dx, const C* gy) {
+                        [&]<typename T, typename C>(size_t, C* dx, const C* gy, cpu::PlaneScratch<C>&) {
                           const C div = static_cast<C>(kh * kw);
                           for (size_t oy = 0; oy < oh; ++oy) {
                             for (size_t ki = 0; ki < kh; ++ki) {
@@ -250,7 +301,7 @@ StoragePtr nearest_grad(const CpuStorage& s, const Layout& g_l, size_t b, size_t
   const std::vector<size_t> hi = in_h ? cpu::nearest_src(in_h, out_h) : std::vector<size_t>{};
   const std::vector<size_t> wi = in_w ? cpu::nearest_src(in_w, out_w) : std::vector<size_t>{};
   return cpu::per_plane(s, g_l, b * c, in_h * in_w, out_h * out_w, op,
-                        [&]<typename T, typename C>(size_t, C* dx, const C* gy) {
+                        [&]<typename T, typename C>(size_t, C* dx, const C* gy, cpu::PlaneScratch<C>&) {
                           for (size_t y = 0; y < out_h; ++y) {
                             C* row = dx + hi[y] * in_w;
                             const C* g = gy + y * out_w;
@@ -290,14 +341,18 @@ StoragePtr CpuStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, 
   const cpu::Taps th = in_h ? cpu::bilinear_taps(in_h, out_h, align_corners, scale_h) : cpu::Taps{};
   const cpu::Taps tw = in_w ? cpu::bilinear_taps(in_w, out_w, align_corners, scale_w) : cpu::Taps{};
   return cpu::per_plane(*this, g_l, b * c, in_h * in_w, out_h * out_w, op,
-                        [&]<typename T, typename C>(size_t, C* dx, const C* gy) {
-                          std::vector<C> lw0(out_w), lw1(out_w), tmp(in_w);
+                        [&]<typename T, typename C>(size_t, C* dx, const C* gy, cpu::PlaneScratch<C>& s) {
+                          s.a.resize(2 * out_w);
+                          s.b.resize(in_w);
+                          C* lw0 = s.a.data();
+                          C* lw1 = lw0 + out_w;
+                          C* tmp = s.b.data();
                           for (size_t x = 0; x < out_w; ++x) {
                             lw0[x] = static_cast<C>(tw.l0[x]);
                             lw1[x] = static_cast<C>(tw.l1[x]);
                           }
                           for (size_t y = 0; y < out_h; ++y) {
-                            std::fill(tmp.begin(), tmp.end(), C(0));
+                            std::fill(tmp, tmp + in_w, C(0));
                             const C* g = gy + y * out_w;
                             for (size_t x = 0; x < out_w; ++x) {
                               tmp[tw.i0[x]] += lw0[x] * g[x];
