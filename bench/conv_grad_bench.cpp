@@ -32,7 +32,8 @@ void BM_conv(benchmark::State& state, ConvLayer L, std::string part) {
   const candle::ParamsConv2D p = g::make_conv2d_params(x, w, L.pad, 1, 1, 1);
   Tensor gy = rnd(Shape{p.b_size, p.c_out, p.out_h(), p.out_w()});
   for (auto _ : state) {
-    if (part == "kernel" || part == "backward") benchmark::DoNotOptimize(g::conv2d_grad_kernel(x, gy, p).storage().get());
+    if (part == "kernel" || part == "backward")
+      benchmark::DoNotOptimize(g::conv2d_grad_kernel(x, gy, p).storage().get());
     if (part == "input" || (part == "backward" && !L.first))
       benchmark::DoNotOptimize(g::conv2d_grad_input(gy, w, p).storage().get());
     if (part == "bias" || part == "backward") benchmark::DoNotOptimize(g::conv_bias_grad(gy).storage().get());
@@ -52,19 +53,35 @@ const ConvLayer kC1{Shape{64, 1, 28, 28}, Shape{32, 1, 5, 5}, 0, true};
 const ConvLayer kC2{Shape{64, 32, 12, 12}, Shape{64, 32, 5, 5}, 0, false};
 const ConvLayer kC3{Shape{4, 64, 64, 64}, Shape{64, 64, 3, 3}, 1, false};
 
-#define CONV_CASES(name, layer)                                                                                \
-  BENCHMARK_CAPTURE(BM_conv, name##_kernel, layer, "kernel")->Name("BM_convgrad/" #name "/kernel")->UseRealTime(); \
-  BENCHMARK_CAPTURE(BM_conv, name##_input, layer, "input")->Name("BM_convgrad/" #name "/input")->UseRealTime();    \
-  BENCHMARK_CAPTURE(BM_conv, name##_bias, layer, "bias")->Name("BM_convgrad/" #name "/bias")->UseRealTime();       \
-  BENCHMARK_CAPTURE(BM_conv, name##_backward, layer, "backward")                                                  \
-      ->Name("BM_convgrad/" #name "/backward")                                                                    \
+#define CONV_CASES(name, layer)                                  \
+  BENCHMARK_CAPTURE(BM_conv, name##_kernel, layer, "kernel")     \
+      ->Name("BM_convgrad/" #name "/kernel")                     \
+      ->MeasureProcessCPUTime()                                  \
+      ->UseRealTime();                                           \
+  BENCHMARK_CAPTURE(BM_conv, name##_input, layer, "input")       \
+      ->Name("BM_convgrad/" #name "/input")                      \
+      ->MeasureProcessCPUTime()                                  \
+      ->UseRealTime();                                           \
+  BENCHMARK_CAPTURE(BM_conv, name##_bias, layer, "bias")         \
+      ->Name("BM_convgrad/" #name "/bias")                       \
+      ->MeasureProcessCPUTime()                                  \
+      ->UseRealTime();                                           \
+  BENCHMARK_CAPTURE(BM_conv, name##_backward, layer, "backward") \
+      ->Name("BM_convgrad/" #name "/backward")                   \
+      ->MeasureProcessCPUTime()                                  \
       ->UseRealTime();
 
 CONV_CASES(mnist_conv1, kC1)
 CONV_CASES(mnist_conv2, kC2)
 CONV_CASES(conv3x3_64_b4, kC3)
-BENCHMARK_CAPTURE(BM_maxpool, p1, Shape{64, 32, 24, 24})->Name("BM_convgrad/mnist_pool1/input")->UseRealTime();
-BENCHMARK_CAPTURE(BM_maxpool, p2, Shape{64, 64, 8, 8})->Name("BM_convgrad/mnist_pool2/input")->UseRealTime();
+BENCHMARK_CAPTURE(BM_maxpool, p1, Shape{64, 32, 24, 24})
+    ->Name("BM_convgrad/mnist_pool1/input")
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_maxpool, p2, Shape{64, 64, 8, 8})
+    ->Name("BM_convgrad/mnist_pool2/input")
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
 
 }  // namespace
 

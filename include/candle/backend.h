@@ -260,8 +260,8 @@ class BackendStorage {
   virtual StoragePtr max_pool2d_grad(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
                                      std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const;
   // `this` = grad_out [b, c, oh, ow] -> [b, c, in_h, in_w] (resp. [b, c, in_l]).
-  virtual StoragePtr avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in_w, std::array<size_t, 2> kernel,
-                                     std::array<size_t, 2> stride) const;
+  virtual StoragePtr avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in_w,
+                                     std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const;
   virtual StoragePtr upsample_nearest1d_grad(const Layout& g_l, size_t in_l) const;
   virtual StoragePtr upsample_nearest2d_grad(const Layout& g_l, size_t in_h, size_t in_w) const;
   virtual StoragePtr upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w, bool align_corners,
@@ -361,10 +361,10 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
                                const ParamsConv1D& p) const override;
   StoragePtr conv2d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
                                const ParamsConv2D& p) const override;
-  StoragePtr conv_transpose1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
-                                          const ParamsConv1D& p) const override;
-  StoragePtr conv_transpose2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
-                                          const ParamsConv2D& p) const override;
+  StoragePtr conv_transpose1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                          const Layout& g_l, const ParamsConv1D& p) const override;
+  StoragePtr conv_transpose2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                          const Layout& g_l, const ParamsConv2D& p) const override;
   StoragePtr conv_transpose1d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
                                          const ParamsConv1D& p) const override;
   StoragePtr conv_transpose2d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
@@ -377,7 +377,8 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
   StoragePtr upsample_nearest1d_grad(const Layout& g_l, size_t in_l) const override;
   StoragePtr upsample_nearest2d_grad(const Layout& g_l, size_t in_h, size_t in_w) const override;
   StoragePtr upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w, bool align_corners,
-                                      std::optional<double> scale_h, std::optional<double> scale_w) const override;
+                                      std::optional<double> scale_h,
+                                      std::optional<double> scale_w) const override;
 
   CpuStorage(DType dtype, size_t n, std::byte* data, std::shared_ptr<void> owner)
       : dtype_(dtype), n_(n), data_(data), owner_(std::move(owner)) {}

@@ -109,15 +109,19 @@ void im2col(const ConvGeom& g, const C* in, size_t p0, size_t p1, C* panel, size
         for (size_t p = p0; p < p1;) {
           const size_t oy = p / g.ow, ox0 = p - oy * g.ow, ox1 = std::min(g.ow, ox0 + (p1 - p));
           C* d = dst + (p - p0) - ox0;  // d[ox]
-          const ptrdiff_t iy = static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
+          const ptrdiff_t iy =
+              static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
           if (iy < 0 || iy >= static_cast<ptrdiff_t>(g.ih)) {
             std::fill(d + ox0, d + ox1, C(0));
           } else {
             const size_t lo = std::clamp(lo_all, ox0, ox1), hi = std::clamp(hi_all, lo, ox1);
             std::fill(d + ox0, d + lo, C(0));
             const C* row = chan + static_cast<size_t>(iy) * g.iw;
-            if (g.s_w == 1) {
+            if (g.s_w == 1 && hi - lo >= 32) {
               std::memcpy(d + lo, row + (static_cast<ptrdiff_t>(lo) + off_x), (hi - lo) * sizeof(C));
+            } else if (g.s_w == 1) {  // short runs: a loop beats the call
+              const C* r = row + off_x;
+              for (size_t ox = lo; ox < hi; ++ox) d[ox] = r[ox];
             } else {
               const C* r = row + off_x;
               for (size_t ox = lo; ox < hi; ++ox) d[ox] = r[ox * g.s_w];
@@ -146,7 +150,8 @@ void col2im(const ConvGeom& g, const C* panel, size_t p0, size_t p1, size_t ci0,
         for (size_t p = p0; p < p1;) {
           const size_t oy = p / g.ow, ox0 = p - oy * g.ow, ox1 = std::min(g.ow, ox0 + (p1 - p));
           const C* s = src + (p - p0) - ox0;  // s[ox]
-          const ptrdiff_t iy = static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
+          const ptrdiff_t iy =
+              static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
           if (iy >= 0 && iy < static_cast<ptrdiff_t>(g.ih)) {
             const size_t lo = std::clamp(lo_all, ox0, ox1), hi = std::clamp(hi_all, lo, ox1);
             C* r = chan + static_cast<size_t>(iy) * g.iw + off_x;
@@ -274,14 +279,16 @@ void grad_input_run(const ConvGeom& g, const C* gy, const C* w, C* dx) {
     const size_t bi = t / g.groups, grp = t % g.groups;
     C* dx_g = dx + (bi * g.c_in + grp * cin_g) * ihw;
     const size_t grain = inner_parallel ? kParallelGrain / std::max<size_t>(ihw, 1) + 1 : cin_g;
-    parallel_for(cin_g, grain, [&](size_t c0, size_t c1) { std::fill(dx_g + c0 * ihw, dx_g + c1 * ihw, C(0)); });
+    parallel_for(cin_g, grain,
+                 [&](size_t c0, size_t c1) { std::fill(dx_g + c0 * ihw, dx_g + c1 * ihw, C(0)); });
     if (ohw == 0) return;
     MatRef<C> a{w + grp * cout_g * kdim, 1, kdim};  // W_g^T: [kdim, cout_g]
     for (size_t blk = 0; blk < nblocks; ++blk) {
       const size_t p0 = blk * cols, p1 = std::min(ohw, p0 + cols), n = p1 - p0;
       MatRef<C> b{gy + (bi * g.c_out + grp * cout_g) * ohw + p0, ohw, 1};
       gemm(kdim, n, cout_g, a, b, panel, n, false);
-      const size_t cgrain = inner_parallel ? kParallelGrain / std::max<size_t>(g.kh * g.kw * n, 1) + 1 : cin_g;
+      const size_t cgrain =
+          inner_parallel ? kParallelGrain / std::max<size_t>(g.kh * g.kw * n, 1) + 1 : cin_g;
       parallel_for(cin_g, cgrain, [&](size_t c0, size_t c1) { col2im(g, panel, p0, p1, c0, c1, dx_g); });
     }
   };
@@ -299,7 +306,8 @@ void grad_input_run(const ConvGeom& g, const C* gy, const C* w, C* dx) {
 const CpuStorage& as_cpu_of(const BackendStorage& s, DType dt, const char* op, const char* what) {
   const auto* c = dynamic_cast<const CpuStorage*>(&s);
   if (!c || c->dtype() != dt) {
-    throw Error(ErrorKind::Internal, std::string(op) + ": " + what + " is not a cpu storage of the same dtype");
+    throw Error(ErrorKind::Internal,
+                std::string(op) + ": " + what + " is not a cpu storage of the same dtype");
   }
   return *c;
 }
@@ -343,8 +351,8 @@ StoragePtr grad_kernel_cpu(const ConvGeom& g, const CpuStorage& xs, const Layout
   });
 }
 
-StoragePtr grad_input_gemm_cpu(const ConvGeom& g, const CpuStorage& gs, const Layout& gl, const CpuStorage& ws,
-                               const Layout& wl, const char* op) {
+StoragePtr grad_input_gemm_cpu(const ConvGeom& g, const CpuStorage& gs, const Layout& gl,
+                               const CpuStorage& ws, const Layout& wl, const char* op) {
   check_geom(g, op);
   const size_t n = g.b * g.c_in * g.ih * g.iw;
   return dispatch_float(gs.dtype(), op, [&]<typename T>() -> StoragePtr {
@@ -406,26 +414,27 @@ ConvGeom geom1d(const ParamsConv1D& p) {
 
 // The conv geometry whose kernel gradient is conv_transpose's: "input" = grad_out (c_out
 // channels, the transposed output size), "output" = x (c_in channels, the input size).
-ConvGeom transposed_as_conv(size_t b, size_t c_in, size_t c_out, size_t ih, size_t iw, size_t oh_t, size_t ow_t,
-                            size_t kh, size_t kw, size_t pad_h, size_t pad_w, size_t s_h, size_t s_w, size_t d_h,
-                            size_t d_w, size_t groups) {
+ConvGeom transposed_as_conv(size_t b, size_t c_in, size_t c_out, size_t ih, size_t iw, size_t oh_t,
+                            size_t ow_t, size_t kh, size_t kw, size_t pad_h, size_t pad_w, size_t s_h,
+                            size_t s_w, size_t d_h, size_t d_w, size_t groups) {
   return ConvGeom{b, c_out, oh_t, ow_t, c_in, kh, kw, pad_h, pad_w, s_h, s_w, d_h, d_w, groups, ih, iw};
 }
 
 // Whether the input gradient is better taken as the forward conv of grad_out with the flipped
 // kernel (stride 1, "full" padding d (k - 1) - p >= 0 on both axes): its im2col panel has
 // c_out_g k_h k_w rows against c_in_g k_h k_w for GEMM + col2im, so it is chosen when
-// c_out_g <= c_in_g, or when the forward can take its Winograd path (f32 3x3 / 5x5, dilation
-// 1, groups 1).
-bool input_grad_by_forward(DType dt, size_t stride, size_t full_h, size_t full_w, size_t padding, size_t cin_g,
-                           size_t cout_g, size_t kh, size_t kw, size_t dilation, size_t groups) {
+// c_out_g <= c_in_g, or when the forward can take its Winograd path (f32 3x3, dilation 1,
+// groups 1; its 5x5 form lost to GEMM + col2im on the mnist conv 32 -> 64 at 12x12).
+bool input_grad_by_forward(DType dt, size_t stride, size_t full_h, size_t full_w, size_t padding,
+                           size_t cin_g, size_t cout_g, size_t kh, size_t kw, size_t dilation,
+                           size_t groups) {
   if (stride != 1 || full_h != full_w || full_h < padding) return false;
   if (const char* env = std::getenv("CANDLE_CONVGRAD_INPUT")) {
     if (std::string(env) == "fwd") return true;
     if (std::string(env) == "gemm") return false;
   }
   if (cout_g <= cin_g) return true;
-  return dt == DType::F32 && kh == kw && (kh == 3 || kh == 5) && dilation == 1 && groups == 1;
+  return dt == DType::F32 && kh == 3 && kw == 3 && dilation == 1 && groups == 1;
 }
 
 }  // namespace
@@ -433,8 +442,8 @@ bool input_grad_by_forward(DType dt, size_t stride, size_t full_h, size_t full_w
 
 // ---- conv ------------------------------------------------------------------------------------
 
-StoragePtr CpuStorage::conv2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
-                                          const ParamsConv2D& p) const {
+StoragePtr CpuStorage::conv2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                          const Layout& g_l, const ParamsConv2D& p) const {
   const char* op = "conv2d_grad_kernel";
   const auto& gs = cpu::as_cpu_of(grad_out, dtype_, op, "grad_out");
   const cpu::ConvGeom g = cpu::geom2d(p);
@@ -444,8 +453,8 @@ StoragePtr CpuStorage::conv2d_grad_kernel(const Layout& x_l, const BackendStorag
   return cpu::grad_kernel_cpu(g, *this, x_l, gs, g_l, op);
 }
 
-StoragePtr CpuStorage::conv1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
-                                          const ParamsConv1D& p) const {
+StoragePtr CpuStorage::conv1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                          const Layout& g_l, const ParamsConv1D& p) const {
   const char* op = "conv1d_grad_kernel";
   const auto& gs = cpu::as_cpu_of(grad_out, dtype_, op, "grad_out");
   const cpu::ConvGeom g = cpu::geom1d(p);
@@ -465,12 +474,12 @@ StoragePtr CpuStorage::conv2d_grad_input(const Layout& g_l, const BackendStorage
   cpu::check_layout(op, "kernel", k_l, Shape{p.c_out, p.c_in / p.groups, p.k_h, p.k_w}, ws);
   const size_t full_h = p.dilation * (p.k_h - 1), full_w = p.dilation * (p.k_w - 1);
   if (g.oh > 0 && g.ow > 0 &&
-      cpu::input_grad_by_forward(dtype_, p.stride, full_h, full_w, p.padding, g.cin_g(), g.cout_g(), p.k_h, p.k_w,
-                                 p.dilation, p.groups)) {
+      cpu::input_grad_by_forward(dtype_, p.stride, full_h, full_w, p.padding, g.cin_g(), g.cout_g(), p.k_h,
+                                 p.k_w, p.dilation, p.groups)) {
     // the forward conv of grad_out with the flipped kernel, "full" padding
     StoragePtr wf = cpu::flipped_kernel(g, ws, k_l);
-    ParamsConv2D q{p.b_size, g.oh, g.ow, p.k_h, p.k_w, p.c_in, p.c_out, full_h - p.padding, 0, 1, p.dilation,
-                   p.groups};
+    ParamsConv2D q{p.b_size,           g.oh, g.ow, p.k_h,      p.k_w,   p.c_in, p.c_out,
+                   full_h - p.padding, 0,    1,    p.dilation, p.groups};
     return conv2d(g_l, *wf, Layout::contiguous(Shape{p.c_in, p.c_out / p.groups, p.k_h, p.k_w}), q,
                   ConvEpilogue{});
   }
@@ -486,8 +495,8 @@ StoragePtr CpuStorage::conv1d_grad_input(const Layout& g_l, const BackendStorage
   cpu::check_layout(op, "grad_out", g_l, Shape{p.b_size, p.c_out, g.ow}, *this);
   cpu::check_layout(op, "kernel", k_l, Shape{p.c_out, p.c_in / p.groups, p.k_size}, ws);
   const size_t full = p.dilation * (p.k_size - 1);
-  if (g.ow > 0 && cpu::input_grad_by_forward(dtype_, p.stride, full, full, p.padding, g.cin_g(), g.cout_g(), 1,
-                                             p.k_size, p.dilation, p.groups)) {
+  if (g.ow > 0 && cpu::input_grad_by_forward(dtype_, p.stride, full, full, p.padding, g.cin_g(), g.cout_g(),
+                                             1, p.k_size, p.dilation, p.groups)) {
     StoragePtr wf = cpu::flipped_kernel(g, ws, k_l);
     ParamsConv1D q{p.b_size, g.ow, p.c_in, p.c_out, p.k_size, full - p.padding, 0, 1, p.dilation, p.groups};
     return conv1d(g_l, *wf, Layout::contiguous(Shape{p.c_in, p.c_out / p.groups, p.k_size}), q);
@@ -503,8 +512,8 @@ StoragePtr CpuStorage::conv_transpose2d_grad_kernel(const Layout& x_l, const Bac
   const auto& gs = cpu::as_cpu_of(grad_out, dtype_, op, "grad_out");
   const size_t oh = p.out_h_transpose(), ow = p.out_w_transpose();
   const cpu::ConvGeom g =
-      cpu::transposed_as_conv(p.b_size, p.c_in, p.c_out, p.i_h, p.i_w, oh, ow, p.k_h, p.k_w, p.padding, p.padding,
-                              p.stride, p.stride, p.dilation, p.dilation, p.groups);
+      cpu::transposed_as_conv(p.b_size, p.c_in, p.c_out, p.i_h, p.i_w, oh, ow, p.k_h, p.k_w, p.padding,
+                              p.padding, p.stride, p.stride, p.dilation, p.dilation, p.groups);
   cpu::check_geom(g, op);
   cpu::check_layout(op, "input", x_l, Shape{p.b_size, p.c_in, p.i_h, p.i_w}, *this);
   cpu::check_layout(op, "grad_out", g_l, Shape{p.b_size, p.c_out, oh, ow}, gs);
@@ -530,13 +539,15 @@ StoragePtr CpuStorage::conv_transpose2d_grad_input(const Layout& g_l, const Back
                                                    const Layout& k_l, const ParamsConv2D& p) const {
   const char* op = "conv_transpose2d_grad_input";
   const auto& ws = cpu::as_cpu_of(kernel, dtype_, op, "kernel");
-  if (p.groups == 0 || p.c_out % p.groups != 0 || p.stride == 0 || p.dilation == 0 || p.k_h == 0 || p.k_w == 0) {
+  if (p.groups == 0 || p.c_out % p.groups != 0 || p.stride == 0 || p.dilation == 0 || p.k_h == 0 ||
+      p.k_w == 0) {
     throw Error(ErrorKind::Internal, std::string(op) + ": invalid parameters");
   }
   const size_t oh = p.out_h_transpose(), ow = p.out_w_transpose();
   cpu::check_layout(op, "grad_out", g_l, Shape{p.b_size, p.c_out, oh, ow}, *this);
   cpu::check_layout(op, "kernel", k_l, Shape{p.c_in, p.c_out / p.groups, p.k_h, p.k_w}, ws);
-  ParamsConv2D q{p.b_size, oh, ow, p.k_h, p.k_w, p.c_in, p.c_out, p.padding, 0, p.stride, p.dilation, p.groups};
+  ParamsConv2D q{p.b_size, oh,        ow, p.k_h,    p.k_w,      p.c_in,
+                 p.c_out,  p.padding, 0,  p.stride, p.dilation, p.groups};
   StoragePtr r = conv2d(g_l, ws, k_l, q, ConvEpilogue{});
   return cpu::crop(r, p.b_size, p.c_in, q.out_h(), q.out_w(), p.i_h, p.i_w);
 }

@@ -15,8 +15,9 @@
 //  - bilinear: the forward's taps (PyTorch's area_pixel_compute_source_index), weights in
 //    f64 rounded to the compute type; the same size is the identity.
 #include <algorithm>
-#include <cmath>
+#include <bit>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -144,16 +145,33 @@ Taps bilinear_taps(size_t in, size_t out, bool align_corners, std::optional<doub
 
 // One kernel tap for a row of windows: m[o], at[o] become r[o * s], base + o * s where that
 // is larger or NaN (the PyTorch rule, evaluated in row-major window order by the caller).
+// Branch-free (bit masks): the outcome of each comparison is data-dependent, and as branches
+// they mispredicted on half of the elements.
 template <typename C, size_t SW>
-CANDLE_POOLGRAD_CLONES void max_tap(const C* __restrict r, size_t sw, size_t ow, uint32_t base, C* __restrict m,
-                                    uint32_t* __restrict at) {
+CANDLE_POOLGRAD_CLONES void max_tap(const C* __restrict r, size_t sw, size_t ow, uint32_t base,
+                                    C* __restrict m, uint32_t* __restrict at) {
+  using Bits = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
   const size_t s = SW ? SW : sw;
   for (size_t o = 0; o < ow; ++o) {
-    const C v = r[o * s];
-    const bool take = (v > m[o]) | (v != v);
-    m[o] = take ? v : m[o];
-    at[o] = take ? base + static_cast<uint32_t>(o * s) : at[o];
+    const C v = r[o * s], cur = m[o];
+    const uint32_t take = static_cast<uint32_t>(v > cur) | static_cast<uint32_t>(v != v);
+    const Bits mask = Bits(0) - Bits(take);
+    const Bits mb = std::bit_cast<Bits>(cur), vb = std::bit_cast<Bits>(v);
+    m[o] = std::bit_cast<C>((mb & ~mask) | (vb & mask));
+    const uint32_t imask = 0u - take;
+    at[o] = (at[o] & ~imask) | ((base + static_cast<uint32_t>(o * s)) & imask);
   }
+}
+
+// The same step for one candidate (the fused 2x2 stride-2 path).
+template <typename C>
+inline void max_pick(C v, uint32_t idx, C& m, uint32_t& at) {
+  using Bits = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
+  const uint32_t take = static_cast<uint32_t>(v > m) | static_cast<uint32_t>(v != v);
+  const Bits mask = Bits(0) - Bits(take);
+  m = std::bit_cast<C>((std::bit_cast<Bits>(m) & ~mask) | (std::bit_cast<Bits>(v) & mask));
+  const uint32_t imask = 0u - take;
+  at = (at & ~imask) | (idx & imask);
 }
 
 template <typename C>
@@ -216,7 +234,8 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
   const char* op = "max_pool2d_grad";
   const auto* gsp = dynamic_cast<const CpuStorage*>(&grad_out);
   if (!gsp || gsp->dtype() != dtype_) {
-    throw Error(ErrorKind::Internal, std::string(op) + ": grad_out is not a cpu storage of the input's dtype");
+    throw Error(ErrorKind::Internal,
+                std::string(op) + ": grad_out is not a cpu storage of the input's dtype");
   }
   auto [b, c, h, w] = x_l.shape().dims4(op);
   cpu::check_pool(op, h, w, k, st);
@@ -229,7 +248,8 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
   const auto& xs = x_l.stride();
   const size_t xoff = x_l.start_offset();
   const size_t kh = k[0], kw = k[1], sh = st[0], sw = st[1];
-  if (h * w > UINT32_MAX) throw Error(ErrorKind::UnsupportedOp, std::string(op) + ": planes of 2^32 elements or more");
+  if (h * w > UINT32_MAX)
+    throw Error(ErrorKind::UnsupportedOp, std::string(op) + ": planes of 2^32 elements or more");
   const size_t used_w = (ow - 1) * sw + kw;  // the columns windows read
   return cpu::per_plane(
       *gsp, g_l, b * c, h * w, oh * ow, op,
@@ -240,7 +260,22 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
         s.idx.resize(ow);
         C* m = s.a.data();
         uint32_t* at = s.idx.data();
-        for (size_t oy = 0; oy < oh; ++oy) {
+        const bool fused = kh == 2 && kw == 2 && sh == 2 && sw == 2 && xs[3] == 1 && std::is_same_v<T, C>;
+        for (size_t oy = 0; fused && oy < oh; ++oy) {
+          const auto* r0 = reinterpret_cast<const C*>(xp + 2 * oy * xs[2]);
+          const C* r1 = reinterpret_cast<const C*>(reinterpret_cast<const T*>(r0) + xs[2]);
+          const auto i0 = static_cast<uint32_t>(2 * oy * w), i1 = static_cast<uint32_t>(i0 + w);
+          const C* g = gy + oy * ow;
+          for (size_t o = 0; o < ow; ++o) {
+            C mo = r0[2 * o];
+            uint32_t ao = i0 + static_cast<uint32_t>(2 * o);
+            cpu::max_pick(r0[2 * o + 1], ao + 1, mo, ao);
+            cpu::max_pick(r1[2 * o], i1 + static_cast<uint32_t>(2 * o), mo, ao);
+            cpu::max_pick(r1[2 * o + 1], i1 + static_cast<uint32_t>(2 * o + 1), mo, ao);
+            dx[ao] += g[o];
+          }
+        }
+        for (size_t oy = 0; !fused && oy < oh; ++oy) {
           for (size_t ki = 0; ki < kh; ++ki) {
             const size_t iy = oy * sh + ki;
             const T* src = xp + iy * xs[2];
@@ -323,8 +358,8 @@ StoragePtr CpuStorage::upsample_nearest2d_grad(const Layout& g_l, size_t in_h, s
   return nearest_grad(*this, g_l, b, c, in_h, in_w, out_h, out_w, op);
 }
 
-StoragePtr CpuStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w, bool align_corners,
-                                                std::optional<double> scale_h,
+StoragePtr CpuStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w,
+                                                bool align_corners, std::optional<double> scale_h,
                                                 std::optional<double> scale_w) const {
   const char* op = "upsample_bilinear2d_grad";
   auto [b, c, out_h, out_w] = g_l.shape().dims4(op);

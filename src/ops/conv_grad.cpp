@@ -15,14 +15,15 @@ namespace {
 
 std::string num(size_t v) { return std::to_string(v); }
 
-void check_pair(const Tensor& a, const Tensor& b, size_t rank, const char* op, const char* an, const char* bn) {
+void check_pair(const Tensor& a, const Tensor& b, size_t rank, const char* op, const char* an,
+                const char* bn) {
   check_same_device(a, b, op);
   check_same_dtype(a, b, op);
   check_float(a, op);
   if (a.rank() != rank || b.rank() != rank) {
     fail(ErrorKind::ShapeMismatch, op,
-         std::string("expected rank-") + num(rank) + " " + an + " and " + bn + ", got " + a.shape().to_string() +
-             " and " + b.shape().to_string());
+         std::string("expected rank-") + num(rank) + " " + an + " and " + bn + ", got " +
+             a.shape().to_string() + " and " + b.shape().to_string());
   }
 }
 
@@ -40,7 +41,8 @@ void check_common(size_t stride, size_t dilation, size_t groups, size_t c_in, si
   if (groups == 0) fail(ErrorKind::InvalidArgument, op, "groups must be positive");
   if (c_in % groups != 0 || c_out % groups != 0) {
     fail(ErrorKind::ShapeMismatch, op,
-         "groups " + num(groups) + " must divide the channels (c_in " + num(c_in) + ", c_out " + num(c_out) + ")");
+         "groups " + num(groups) + " must divide the channels (c_in " + num(c_in) + ", c_out " + num(c_out) +
+             ")");
   }
 }
 
@@ -49,8 +51,8 @@ void check_conv_axis(size_t in, size_t k, size_t padding, size_t dilation, const
   if (k == 0) fail(ErrorKind::ShapeMismatch, op, std::string("kernel ") + axis + " is 0");
   if (in + 2 * padding < dilation * (k - 1) + 1) {
     fail(ErrorKind::ShapeMismatch, op,
-         std::string("kernel ") + axis + " (dilated " + num(dilation * (k - 1) + 1) + ") larger than the padded input (" +
-             num(in + 2 * padding) + ")");
+         std::string("kernel ") + axis + " (dilated " + num(dilation * (k - 1) + 1) +
+             ") larger than the padded input (" + num(in + 2 * padding) + ")");
   }
 }
 
@@ -110,7 +112,8 @@ ParamsConv2D make_conv2d_params(const Tensor& x, const Tensor& kernel, size_t pa
 }
 
 ParamsConv1D make_conv_transpose1d_params(const Tensor& x, const Tensor& kernel, size_t padding,
-                                          size_t output_padding, size_t stride, size_t dilation, size_t groups) {
+                                          size_t output_padding, size_t stride, size_t dilation,
+                                          size_t groups) {
   auto [b, c_in, l] = x.shape().dims3("conv_transpose1d");
   auto [kc, cog, k] = kernel.shape().dims3("conv_transpose1d");
   (void)kc;
@@ -143,8 +146,9 @@ Tensor conv2d_grad_input(const Tensor& grad_out, const Tensor& kernel, const Par
   check_p2(p, op);
   check_shape(kernel, Shape{p.c_out, p.c_in / p.groups, p.k_h, p.k_w}, op, "kernel");
   check_shape(grad_out, Shape{p.b_size, p.c_out, p.out_h(), p.out_w()}, op, "grad_out");
-  return result(grad_out.storage()->conv2d_grad_input(grad_out.layout(), *kernel.storage(), kernel.layout(), p),
-                Shape{p.b_size, p.c_in, p.i_h, p.i_w}, grad_out);
+  return result(
+      grad_out.storage()->conv2d_grad_input(grad_out.layout(), *kernel.storage(), kernel.layout(), p),
+      Shape{p.b_size, p.c_in, p.i_h, p.i_w}, grad_out);
 }
 
 Tensor conv1d_grad_kernel(const Tensor& x, const Tensor& grad_out, const ParamsConv1D& p) {
@@ -163,8 +167,9 @@ Tensor conv1d_grad_input(const Tensor& grad_out, const Tensor& kernel, const Par
   check_p1(p, op);
   check_shape(kernel, Shape{p.c_out, p.c_in / p.groups, p.k_size}, op, "kernel");
   check_shape(grad_out, Shape{p.b_size, p.c_out, p.l_out()}, op, "grad_out");
-  return result(grad_out.storage()->conv1d_grad_input(grad_out.layout(), *kernel.storage(), kernel.layout(), p),
-                Shape{p.b_size, p.c_in, p.l_in}, grad_out);
+  return result(
+      grad_out.storage()->conv1d_grad_input(grad_out.layout(), *kernel.storage(), kernel.layout(), p),
+      Shape{p.b_size, p.c_in, p.l_in}, grad_out);
 }
 
 // ---- conv_transpose --------------------------------------------------------------------------
@@ -186,9 +191,9 @@ Tensor conv_transpose2d_grad_input(const Tensor& grad_out, const Tensor& kernel,
   check_pt2(p, op);
   check_shape(kernel, Shape{p.c_in, p.c_out / p.groups, p.k_h, p.k_w}, op, "kernel");
   check_shape(grad_out, Shape{p.b_size, p.c_out, p.out_h_transpose(), p.out_w_transpose()}, op, "grad_out");
-  return result(
-      grad_out.storage()->conv_transpose2d_grad_input(grad_out.layout(), *kernel.storage(), kernel.layout(), p),
-      Shape{p.b_size, p.c_in, p.i_h, p.i_w}, grad_out);
+  return result(grad_out.storage()->conv_transpose2d_grad_input(grad_out.layout(), *kernel.storage(),
+                                                                kernel.layout(), p),
+                Shape{p.b_size, p.c_in, p.i_h, p.i_w}, grad_out);
 }
 
 Tensor conv_transpose1d_grad_kernel(const Tensor& x, const Tensor& grad_out, const ParamsConv1D& p) {
@@ -208,9 +213,9 @@ Tensor conv_transpose1d_grad_input(const Tensor& grad_out, const Tensor& kernel,
   check_pt1(p, op);
   check_shape(kernel, Shape{p.c_in, p.c_out / p.groups, p.k_size}, op, "kernel");
   check_shape(grad_out, Shape{p.b_size, p.c_out, p.l_out_transpose()}, op, "grad_out");
-  return result(
-      grad_out.storage()->conv_transpose1d_grad_input(grad_out.layout(), *kernel.storage(), kernel.layout(), p),
-      Shape{p.b_size, p.c_in, p.l_in}, grad_out);
+  return result(grad_out.storage()->conv_transpose1d_grad_input(grad_out.layout(), *kernel.storage(),
+                                                                kernel.layout(), p),
+                Shape{p.b_size, p.c_in, p.l_in}, grad_out);
 }
 
 Tensor conv_bias_grad(const Tensor& grad_out) {
@@ -243,8 +248,9 @@ Tensor max_pool2d_grad(const Tensor& x, const Tensor& grad_out, std::array<size_
   const char* op = "max_pool2d_grad";
   check_pair(x, grad_out, 4, op, "input", "grad_out");
   check_shape(grad_out, pooled(x.shape(), kernel, stride, op), op, "grad_out");
-  return result(x.storage()->max_pool2d_grad(x.layout(), *grad_out.storage(), grad_out.layout(), kernel, stride),
-                x.shape(), x);
+  return result(
+      x.storage()->max_pool2d_grad(x.layout(), *grad_out.storage(), grad_out.layout(), kernel, stride),
+      x.shape(), x);
 }
 
 Tensor avg_pool2d_grad(const Shape& x_shape, const Tensor& grad_out, std::array<size_t, 2> kernel,
@@ -252,8 +258,9 @@ Tensor avg_pool2d_grad(const Shape& x_shape, const Tensor& grad_out, std::array<
   const char* op = "avg_pool2d_grad";
   check_float(grad_out, op);
   check_shape(grad_out, pooled(x_shape, kernel, stride, op), op, "grad_out");
-  return result(grad_out.storage()->avg_pool2d_grad(grad_out.layout(), x_shape[2], x_shape[3], kernel, stride),
-                x_shape, grad_out);
+  return result(
+      grad_out.storage()->avg_pool2d_grad(grad_out.layout(), x_shape[2], x_shape[3], kernel, stride), x_shape,
+      grad_out);
 }
 
 namespace {
@@ -265,7 +272,8 @@ void check_resize_in(const Tensor& g, size_t first, const std::vector<size_t>& i
   }
   for (size_t v : in) {
     if (v == 0 && g.elem_count() != 0) {
-      fail(ErrorKind::InvalidArgument, op, "an empty input cannot give the non-empty output " + g.shape().to_string());
+      fail(ErrorKind::InvalidArgument, op,
+           "an empty input cannot give the non-empty output " + g.shape().to_string());
     }
   }
 }
@@ -291,11 +299,12 @@ Tensor upsample_bilinear2d_grad(const Tensor& grad_out, size_t in_h, size_t in_w
   check_resize_in(grad_out, 2, {in_h, in_w}, op);
   for (auto s : {scale_h, scale_w}) {
     if (s && (!std::isfinite(*s) || *s <= 0.0)) {
-      fail(ErrorKind::InvalidArgument, op, "scale factors must be finite and positive, got " + std::to_string(*s));
+      fail(ErrorKind::InvalidArgument, op,
+           "scale factors must be finite and positive, got " + std::to_string(*s));
     }
   }
-  return result(grad_out.storage()->upsample_bilinear2d_grad(grad_out.layout(), in_h, in_w, align_corners, scale_h,
-                                                             scale_w),
+  return result(grad_out.storage()->upsample_bilinear2d_grad(grad_out.layout(), in_h, in_w, align_corners,
+                                                             scale_h, scale_w),
                 Shape{grad_out.dim(0), grad_out.dim(1), in_h, in_w}, grad_out);
 }
 

@@ -26,7 +26,8 @@ ParamsConv1D make_conv1d_params(const Tensor& x, const Tensor& kernel, size_t pa
 ParamsConv2D make_conv2d_params(const Tensor& x, const Tensor& kernel, size_t padding, size_t stride,
                                 size_t dilation, size_t groups);
 ParamsConv1D make_conv_transpose1d_params(const Tensor& x, const Tensor& kernel, size_t padding,
-                                          size_t output_padding, size_t stride, size_t dilation, size_t groups);
+                                          size_t output_padding, size_t stride, size_t dilation,
+                                          size_t groups);
 ParamsConv2D make_conv_transpose2d_params(const Tensor& x, const Tensor& kernel, size_t padding,
                                           size_t output_padding, size_t stride, size_t dilation);
 

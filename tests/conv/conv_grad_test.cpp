@@ -3,6 +3,8 @@
 // conv_transpose1d/2d, the conv bias, max/avg pooling and nearest/bilinear resizing, in f32
 // and f64 (tight) and f16/bf16 (loose), through contiguous and strided views; a direct f64
 // reference for shapes that take the chunked/blocked paths; thread-count determinism; errors.
+#include "ops/conv_grad.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 
 #include "candle/candle.h"
 #include "candle/io/safetensors.h"
-#include "ops/conv_grad.h"
 
 namespace candle {
 namespace {
@@ -196,7 +197,7 @@ TEST(ConvGrad, unused_trailing_input_gets_zero) {
   const auto v = gx.flatten_to_vec<float>();
   for (size_t c = 0; c < 2; ++c) {
     for (size_t col = 0; col < 9; ++col) EXPECT_EQ(v[(c * 8 + 7) * 9 + col], 0.0f) << c << " " << col;
-    EXPECT_EQ(v[(c * 8 + 0) * 9 + 0], 3.0f);  // one window, three output channels
+    EXPECT_EQ(v[(c * 8 + 0) * 9 + 0], 3.0f);   // one window, three output channels
     EXPECT_EQ(v[(c * 8 + 2) * 9 + 2], 12.0f);  // four windows
   }
 }
@@ -298,7 +299,8 @@ TEST(ConvGrad, bias_grad_sums_every_dim_but_channels) {
   Tensor gy = Tensor::from_vec(v, Shape{2, 3, 2, 2}, Device::cpu());
   // channel c: sum over b of sum of 4 consecutive values starting at (b * 3 + c) * 4
   EXPECT_EQ(g::conv_bias_grad(gy).to_vec1<float>(), (std::vector<float>{60, 92, 124}));
-  EXPECT_EQ(g::conv_bias_grad(gy.reshape(Shape{2, 3, 4})).to_vec1<float>(), (std::vector<float>{60, 92, 124}));
+  EXPECT_EQ(g::conv_bias_grad(gy.reshape(Shape{2, 3, 4})).to_vec1<float>(),
+            (std::vector<float>{60, 92, 124}));
   EXPECT_EQ(g::conv_bias_grad(gy.to_dtype(DType::BF16)).to_dtype(DType::F32).to_vec1<float>(),
             (std::vector<float>{60, 92, 124}));
 }
@@ -308,10 +310,12 @@ TEST(ConvGrad, bias_grad_sums_every_dim_but_channels) {
 struct PoolCase {
   size_t kh, kw, sh, sw;
   std::string name() const {
-    return "k" + std::to_string(kh) + "x" + std::to_string(kw) + ".s" + std::to_string(sh) + "x" + std::to_string(sw);
+    return "k" + std::to_string(kh) + "x" + std::to_string(kw) + ".s" + std::to_string(sh) + "x" +
+           std::to_string(sw);
   }
 };
-const PoolCase kPools[] = {{2, 2, 2, 2}, {3, 3, 2, 2}, {2, 2, 1, 1}, {3, 2, 2, 3}, {2, 2, 3, 3}, {1, 1, 2, 2}};
+const PoolCase kPools[] = {{2, 2, 2, 2}, {3, 3, 2, 2}, {2, 2, 1, 1},
+                           {3, 2, 2, 3}, {2, 2, 3, 3}, {1, 1, 2, 2}};
 
 void run_pools(DType dt, double tol, const std::string& ref) {
   size_t checked = 0;
@@ -323,7 +327,8 @@ void run_pools(DType dt, double tol, const std::string& ref) {
     Tensor gy = gout(os, dt);
     Tensor gm = g::max_pool2d_grad(strided(x, 1 + int(checked % 3)), gy, {pc.kh, pc.kw}, {pc.sh, pc.sw});
     expect_close(gm, it->second, tol, "max_pool2d_grad " + pc.name());
-    Tensor ga = g::avg_pool2d_grad(x.shape(), strided(gy, 1 + int(checked % 3)), {pc.kh, pc.kw}, {pc.sh, pc.sw});
+    Tensor ga =
+        g::avg_pool2d_grad(x.shape(), strided(gy, 1 + int(checked % 3)), {pc.kh, pc.kw}, {pc.sh, pc.sw});
     expect_close(ga, fx("avgpool." + pc.name() + ref), tol, "avg_pool2d_grad " + pc.name());
     ++checked;
   }
@@ -336,8 +341,8 @@ TEST(ConvGrad, pools_bf16) { run_pools(DType::BF16, 1e-2, ".f32"); }
 
 TEST(ConvGrad, max_pool_ties_go_to_the_first_and_nan_wins) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  Tensor x = Tensor::from_vec(std::vector<float>{2, 5, 5, 1, 1, nan, 3, nan, -inf, -inf, 0, 0}, Shape{1, 1, 3, 4},
-                              Device::cpu());
+  Tensor x = Tensor::from_vec(std::vector<float>{2, 5, 5, 1, 1, nan, 3, nan, -inf, -inf, 0, 0},
+                              Shape{1, 1, 3, 4}, Device::cpu());
   Tensor gy = Tensor::from_vec(std::vector<float>{1, 10, 100}, Shape{1, 1, 3, 1}, Device::cpu());
   Tensor gx = g::max_pool2d_grad(x, gy, {1, 4}, {1, 4});
   // row 0: first of the tied 5s; row 1: the later NaN (PyTorch 1.13); row 2: -inf -> first, 0s -> first 0
@@ -419,15 +424,18 @@ TEST(ConvGrad, identical_bytes_at_1_2_3_threads) {
     Tensor w = Tensor::randn(0.0, 1.0, Shape{64, 16, 3, 3}, DType::F32, Device::cpu()).to_dtype(dt);
     for (size_t stride : {1, 2}) {
       const ParamsConv2D p = g::make_conv2d_params(x, w, 1, stride, 1, 2);
-      Tensor gy = Tensor::randn(0.0, 1.0, Shape{4, 64, p.out_h(), p.out_w()}, DType::F32, Device::cpu()).to_dtype(dt);
-      expect_same_bytes_at_1_2_3_threads([&] { return g::conv2d_grad_kernel(x, gy, p); }, "conv2d_grad_kernel");
+      Tensor gy =
+          Tensor::randn(0.0, 1.0, Shape{4, 64, p.out_h(), p.out_w()}, DType::F32, Device::cpu()).to_dtype(dt);
+      expect_same_bytes_at_1_2_3_threads([&] { return g::conv2d_grad_kernel(x, gy, p); },
+                                         "conv2d_grad_kernel");
       expect_same_bytes_at_1_2_3_threads([&] { return g::conv2d_grad_input(gy, w, p); }, "conv2d_grad_input");
       expect_same_bytes_at_1_2_3_threads([&] { return g::conv_bias_grad(gy); }, "conv_bias_grad");
     }
     // batch 1 (the input gradient runs its image serially, parallel inside)
     Tensor x1 = x.narrow(0, 0, 1);
     const ParamsConv2D p1 = g::make_conv2d_params(x1, w, 0, 2, 2, 2);
-    Tensor gy1 = Tensor::randn(0.0, 1.0, Shape{1, 64, p1.out_h(), p1.out_w()}, DType::F32, Device::cpu()).to_dtype(dt);
+    Tensor gy1 =
+        Tensor::randn(0.0, 1.0, Shape{1, 64, p1.out_h(), p1.out_w()}, DType::F32, Device::cpu()).to_dtype(dt);
     expect_same_bytes_at_1_2_3_threads([&] { return g::conv2d_grad_kernel(x1, gy1, p1); }, "grad_kernel b1");
     expect_same_bytes_at_1_2_3_threads([&] { return g::conv2d_grad_input(gy1, w, p1); }, "grad_input b1");
     // conv_transpose2d k4 s2
@@ -436,16 +444,26 @@ TEST(ConvGrad, identical_bytes_at_1_2_3_threads) {
     Tensor gyt = Tensor::randn(0.0, 1.0, Shape{4, 16, pt.out_h_transpose(), pt.out_w_transpose()}, DType::F32,
                                Device::cpu())
                      .to_dtype(dt);
-    expect_same_bytes_at_1_2_3_threads([&] { return g::conv_transpose2d_grad_kernel(x, gyt, pt); }, "convt kernel");
-    expect_same_bytes_at_1_2_3_threads([&] { return g::conv_transpose2d_grad_input(gyt, wt, pt); }, "convt input");
+    expect_same_bytes_at_1_2_3_threads([&] { return g::conv_transpose2d_grad_kernel(x, gyt, pt); },
+                                       "convt kernel");
+    expect_same_bytes_at_1_2_3_threads([&] { return g::conv_transpose2d_grad_input(gyt, wt, pt); },
+                                       "convt input");
     // pools and resizing
     Tensor gp = Tensor::randn(0.0, 1.0, Shape{4, 32, 23, 23}, DType::F32, Device::cpu()).to_dtype(dt);
-    expect_same_bytes_at_1_2_3_threads([&] { return g::max_pool2d_grad(x, gp, {3, 3}, {2, 2}); }, "max_pool2d_grad");
-    expect_same_bytes_at_1_2_3_threads([&] { return g::avg_pool2d_grad(x.shape(), gp, {3, 3}, {2, 2}); },
-                                       "avg_pool2d_grad");
+    expect_same_bytes_at_1_2_3_threads(
+        [&] {
+          return g::max_pool2d_grad(x, gp, {3, 3}, {2, 2});
+        },
+        "max_pool2d_grad");
+    expect_same_bytes_at_1_2_3_threads(
+        [&] {
+          return g::avg_pool2d_grad(x.shape(), gp, {3, 3}, {2, 2});
+        },
+        "avg_pool2d_grad");
     Tensor gu = Tensor::randn(0.0, 1.0, Shape{4, 32, 101, 97}, DType::F32, Device::cpu()).to_dtype(dt);
     expect_same_bytes_at_1_2_3_threads([&] { return g::upsample_nearest2d_grad(gu, 48, 48); }, "nearest2d");
-    expect_same_bytes_at_1_2_3_threads([&] { return g::upsample_bilinear2d_grad(gu, 48, 48, false); }, "bilinear");
+    expect_same_bytes_at_1_2_3_threads([&] { return g::upsample_bilinear2d_grad(gu, 48, 48, false); },
+                                       "bilinear");
   }
 }
 
@@ -469,8 +487,11 @@ TEST(ConvGrad, bad_inputs_give_errors) {
   Tensor gy = Tensor::zeros(Shape{2, 6, p.out_h(), p.out_w()}, DType::F32, cpu);
   EXPECT_NO_THROW(g::conv2d_grad_kernel(x, gy, p));
   // grad_out of the wrong shape
-  expect_error([&] { g::conv2d_grad_kernel(x, Tensor::zeros(Shape{2, 6, 4, 4}, DType::F32, cpu), p); },
-               "conv2d_grad_kernel");
+  expect_error(
+      [&] {
+        g::conv2d_grad_kernel(x, Tensor::zeros(Shape{2, 6, 4, 4}, DType::F32, cpu), p);
+      },
+      "conv2d_grad_kernel");
   expect_error([&] { g::conv2d_grad_input(gy.narrow(1, 0, 5), w, p); }, "conv2d_grad_input");
   // dtype mismatch, integer dtype, wrong rank
   expect_error([&] { g::conv2d_grad_kernel(x, gy.to_dtype(DType::F64), p); }, "conv2d_grad_kernel");
@@ -488,20 +509,30 @@ TEST(ConvGrad, bad_inputs_give_errors) {
   bad.k_h = 13;
   expect_error([&] { g::conv2d_grad_input(gy, w, bad); }, "conv2d_grad_input");
   // conv1d kernel of the wrong shape
-  Tensor x1 = Tensor::zeros(Shape{1, 4, 10}, DType::F32, cpu), w1 = Tensor::zeros(Shape{2, 4, 3}, DType::F32, cpu);
+  Tensor x1 = Tensor::zeros(Shape{1, 4, 10}, DType::F32, cpu),
+         w1 = Tensor::zeros(Shape{2, 4, 3}, DType::F32, cpu);
   const ParamsConv1D p1 = g::make_conv1d_params(x1, w1, 0, 1, 1, 1);
-  expect_error([&] { g::conv1d_grad_input(Tensor::zeros(Shape{1, 2, 8}, DType::F32, cpu), w1.narrow(2, 0, 2), p1); },
-               "conv1d_grad_input");
+  expect_error(
+      [&] {
+        g::conv1d_grad_input(Tensor::zeros(Shape{1, 2, 8}, DType::F32, cpu), w1.narrow(2, 0, 2), p1);
+      },
+      "conv1d_grad_input");
   // conv_transpose: output_padding not below stride or dilation
   Tensor wt = Tensor::zeros(Shape{4, 3, 3, 3}, DType::F32, cpu);
   ParamsConv2D pt = g::make_conv_transpose2d_params(x, wt, 0, 2, 2, 1);
-  expect_error([&] { g::conv_transpose2d_grad_input(Tensor::zeros(Shape{2, 3, 21, 21}, DType::F32, cpu), wt, pt); },
-               "conv_transpose2d_grad_input");
+  expect_error(
+      [&] {
+        g::conv_transpose2d_grad_input(Tensor::zeros(Shape{2, 3, 21, 21}, DType::F32, cpu), wt, pt);
+      },
+      "conv_transpose2d_grad_input");
   // bias: rank 1
   expect_error([&] { g::conv_bias_grad(Tensor::zeros(Shape{5}, DType::F32, cpu)); }, "conv_bias_grad");
   // pools: wrong grad_out shape, zero kernel, kernel larger than the input
-  expect_error([&] { g::max_pool2d_grad(x, Tensor::zeros(Shape{2, 4, 5, 5}, DType::F32, cpu), {2, 2}, {2, 2}); },
-               "max_pool2d_grad");
+  expect_error(
+      [&] {
+        g::max_pool2d_grad(x, Tensor::zeros(Shape{2, 4, 5, 5}, DType::F32, cpu), {2, 2}, {2, 2});
+      },
+      "max_pool2d_grad");
   expect_error([&] { g::avg_pool2d_grad(x.shape(), gy, {0, 2}, {2, 2}); }, "avg_pool2d_grad");
   expect_error([&] { g::avg_pool2d_grad(Shape{2, 4, 3, 3}, gy, {4, 4}, {1, 1}); }, "avg_pool2d_grad");
   // resizing: wrong rank, empty input for a non-empty output, bad scale
