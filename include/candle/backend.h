@@ -230,6 +230,44 @@ class BackendStorage {
   // Sets every element of the layout to v, in place.
   virtual void const_set(const Scalar& v, const Layout& l);
 
+  // ---- gradients of the convolution family (CPU: src/cpu/conv_grad*.cpp; checks and shapes:
+  // src/ops/conv_grad.cpp). `this` is the first operand named; the op layer has checked
+  // that the layouts match the parameters. Results are contiguous.
+  // conv: `this` = forward input x, grad_out [b, c_out, ...] -> [c_out, c_in / groups, k...].
+  virtual StoragePtr conv1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                                        const ParamsConv1D& p) const;
+  virtual StoragePtr conv2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                                        const ParamsConv2D& p) const;
+  // conv: `this` = grad_out, kernel [c_out, c_in / groups, k...] -> x's shape [b, c_in, ...].
+  virtual StoragePtr conv1d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                                       const ParamsConv1D& p) const;
+  virtual StoragePtr conv2d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                                       const ParamsConv2D& p) const;
+  // conv_transpose: `this` = forward input x [b, c_in, ...], grad_out [b, c_out, ...] ->
+  // [c_in, c_out / groups, k...].
+  virtual StoragePtr conv_transpose1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                                  const Layout& g_l, const ParamsConv1D& p) const;
+  virtual StoragePtr conv_transpose2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                                  const Layout& g_l, const ParamsConv2D& p) const;
+  // conv_transpose: `this` = grad_out, kernel [c_in, c_out / groups, k...] -> [b, c_in, ...].
+  virtual StoragePtr conv_transpose1d_grad_input(const Layout& g_l, const BackendStorage& kernel,
+                                                 const Layout& k_l, const ParamsConv1D& p) const;
+  virtual StoragePtr conv_transpose2d_grad_input(const Layout& g_l, const BackendStorage& kernel,
+                                                 const Layout& k_l, const ParamsConv2D& p) const;
+  // `this` = grad_out [b, c, ...] (rank >= 2) -> [c]: the sum over every dim but 1.
+  virtual StoragePtr conv_bias_grad(const Layout& g_l) const;
+  // `this` = forward input x [b, c, h, w]; grad_out [b, c, oh, ow] -> x's shape.
+  virtual StoragePtr max_pool2d_grad(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                                     std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const;
+  // `this` = grad_out [b, c, oh, ow] -> [b, c, in_h, in_w] (resp. [b, c, in_l]).
+  virtual StoragePtr avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in_w,
+                                     std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const;
+  virtual StoragePtr upsample_nearest1d_grad(const Layout& g_l, size_t in_l) const;
+  virtual StoragePtr upsample_nearest2d_grad(const Layout& g_l, size_t in_h, size_t in_w) const;
+  virtual StoragePtr upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w, bool align_corners,
+                                              std::optional<double> scale_h,
+                                              std::optional<double> scale_w) const;
+
  protected:
   // Runs `fn` on CPU copies and uploads the result; counts the round-trip under `op`.
   StoragePtr upload(const std::shared_ptr<CpuStorage>& cpu, const char* op) const;
@@ -313,6 +351,34 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
   void copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s, size_t src_o,
               size_t dst_o) const override;
   void const_set(const Scalar& v, const Layout& l) override;
+
+  // gradients of the convolution family (src/cpu/conv_grad*.cpp)
+  StoragePtr conv1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                                const ParamsConv1D& p) const override;
+  StoragePtr conv2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                                const ParamsConv2D& p) const override;
+  StoragePtr conv1d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                               const ParamsConv1D& p) const override;
+  StoragePtr conv2d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                               const ParamsConv2D& p) const override;
+  StoragePtr conv_transpose1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                          const Layout& g_l, const ParamsConv1D& p) const override;
+  StoragePtr conv_transpose2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                          const Layout& g_l, const ParamsConv2D& p) const override;
+  StoragePtr conv_transpose1d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                                         const ParamsConv1D& p) const override;
+  StoragePtr conv_transpose2d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                                         const ParamsConv2D& p) const override;
+  StoragePtr conv_bias_grad(const Layout& g_l) const override;
+  StoragePtr max_pool2d_grad(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                             std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const override;
+  StoragePtr avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in_w, std::array<size_t, 2> kernel,
+                             std::array<size_t, 2> stride) const override;
+  StoragePtr upsample_nearest1d_grad(const Layout& g_l, size_t in_l) const override;
+  StoragePtr upsample_nearest2d_grad(const Layout& g_l, size_t in_h, size_t in_w) const override;
+  StoragePtr upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w, bool align_corners,
+                                      std::optional<double> scale_h,
+                                      std::optional<double> scale_w) const override;
 
   CpuStorage(DType dtype, size_t n, std::byte* data, std::shared_ptr<void> owner)
       : dtype_(dtype), n_(n), data_(data), owner_(std::move(owner)) {}

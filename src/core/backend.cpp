@@ -189,4 +189,68 @@ void BackendStorage::const_set(const Scalar& v, const Layout& l) {
   in_place_round_trip(*this, "const_set", [&](CpuStorage& c) { c.const_set(v, l); });
 }
 
+// ---- gradients of the convolution family ----------------------------------------------------
+
+StoragePtr BackendStorage::conv1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                              const Layout& g_l, const ParamsConv1D& p) const {
+  return upload(as_cpu(to_cpu()->conv1d_grad_kernel(x_l, *grad_out.to_cpu(), g_l, p)), "conv1d_grad_kernel");
+}
+StoragePtr BackendStorage::conv2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                              const Layout& g_l, const ParamsConv2D& p) const {
+  return upload(as_cpu(to_cpu()->conv2d_grad_kernel(x_l, *grad_out.to_cpu(), g_l, p)), "conv2d_grad_kernel");
+}
+StoragePtr BackendStorage::conv1d_grad_input(const Layout& g_l, const BackendStorage& kernel,
+                                             const Layout& k_l, const ParamsConv1D& p) const {
+  return upload(as_cpu(to_cpu()->conv1d_grad_input(g_l, *kernel.to_cpu(), k_l, p)), "conv1d_grad_input");
+}
+StoragePtr BackendStorage::conv2d_grad_input(const Layout& g_l, const BackendStorage& kernel,
+                                             const Layout& k_l, const ParamsConv2D& p) const {
+  return upload(as_cpu(to_cpu()->conv2d_grad_input(g_l, *kernel.to_cpu(), k_l, p)), "conv2d_grad_input");
+}
+StoragePtr BackendStorage::conv_transpose1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                                        const Layout& g_l, const ParamsConv1D& p) const {
+  return upload(as_cpu(to_cpu()->conv_transpose1d_grad_kernel(x_l, *grad_out.to_cpu(), g_l, p)),
+                "conv_transpose1d_grad_kernel");
+}
+StoragePtr BackendStorage::conv_transpose2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                                        const Layout& g_l, const ParamsConv2D& p) const {
+  return upload(as_cpu(to_cpu()->conv_transpose2d_grad_kernel(x_l, *grad_out.to_cpu(), g_l, p)),
+                "conv_transpose2d_grad_kernel");
+}
+StoragePtr BackendStorage::conv_transpose1d_grad_input(const Layout& g_l, const BackendStorage& kernel,
+                                                       const Layout& k_l, const ParamsConv1D& p) const {
+  return upload(as_cpu(to_cpu()->conv_transpose1d_grad_input(g_l, *kernel.to_cpu(), k_l, p)),
+                "conv_transpose1d_grad_input");
+}
+StoragePtr BackendStorage::conv_transpose2d_grad_input(const Layout& g_l, const BackendStorage& kernel,
+                                                       const Layout& k_l, const ParamsConv2D& p) const {
+  return upload(as_cpu(to_cpu()->conv_transpose2d_grad_input(g_l, *kernel.to_cpu(), k_l, p)),
+                "conv_transpose2d_grad_input");
+}
+StoragePtr BackendStorage::conv_bias_grad(const Layout& g_l) const {
+  return upload(as_cpu(to_cpu()->conv_bias_grad(g_l)), "conv_bias_grad");
+}
+StoragePtr BackendStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& grad_out,
+                                           const Layout& g_l, std::array<size_t, 2> kernel,
+                                           std::array<size_t, 2> stride) const {
+  return upload(as_cpu(to_cpu()->max_pool2d_grad(x_l, *grad_out.to_cpu(), g_l, kernel, stride)),
+                "max_pool2d_grad");
+}
+StoragePtr BackendStorage::avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in_w,
+                                           std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const {
+  return upload(as_cpu(to_cpu()->avg_pool2d_grad(g_l, in_h, in_w, kernel, stride)), "avg_pool2d_grad");
+}
+StoragePtr BackendStorage::upsample_nearest1d_grad(const Layout& g_l, size_t in_l) const {
+  return upload(as_cpu(to_cpu()->upsample_nearest1d_grad(g_l, in_l)), "upsample_nearest1d_grad");
+}
+StoragePtr BackendStorage::upsample_nearest2d_grad(const Layout& g_l, size_t in_h, size_t in_w) const {
+  return upload(as_cpu(to_cpu()->upsample_nearest2d_grad(g_l, in_h, in_w)), "upsample_nearest2d_grad");
+}
+StoragePtr BackendStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w,
+                                                    bool align_corners, std::optional<double> scale_h,
+                                                    std::optional<double> scale_w) const {
+  return upload(as_cpu(to_cpu()->upsample_bilinear2d_grad(g_l, in_h, in_w, align_corners, scale_h, scale_w)),
+                "upsample_bilinear2d_grad");
+}
+
 }  // namespace candle
