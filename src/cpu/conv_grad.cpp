@@ -429,10 +429,6 @@ bool input_grad_by_forward(DType dt, size_t stride, size_t full_h, size_t full_w
                            size_t cin_g, size_t cout_g, size_t kh, size_t kw, size_t dilation,
                            size_t groups) {
   if (stride != 1 || full_h != full_w || full_h < padding) return false;
-  if (const char* env = std::getenv("CANDLE_CONVGRAD_INPUT")) {
-    if (std::string(env) == "fwd") return true;
-    if (std::string(env) == "gemm") return false;
-  }
   if (cout_g <= cin_g) return true;
   return dt == DType::F32 && kh == 3 && kw == 3 && dilation == 1 && groups == 1;
 }
