@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(g++ cmake ninja-build ccache pkg-config libopenblas-openmp-dev zlib1g-dev nlohmann-json3-dev
       libcli11-dev libstb-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format
-      libvulkan-dev glslang-tools mesa-vulkan-drivers)
+      libvulkan-dev glslang-tools mesa-vulkan-drivers
+      dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -115,17 +115,38 @@ GroupNorm group_norm(size_t num_groups, size_t num_channels, double eps, const V
 
 // ---- BatchNorm ----------------------------------------------------------------------------
 
+namespace {
+
+// A variable shares its storage (candle's Var::from_tensor keeps a variable as it is); any
+// other tensor becomes a fresh variable holding a copy.
+Tensor running_stat(const Tensor& t) {
+  if (t.is_variable() && t.is_contiguous()) return t;
+  return Var::from_tensor(t).as_tensor();
+}
+
+}  // namespace
+
+BatchNorm& BatchNorm::with_momentum(double momentum) {
+  if (!(momentum >= 0.0 && momentum <= 1.0))
+    throw Error(ErrorKind::InvalidArgument,
+                "batch-norm momentum must be in [0, 1], got " + std::to_string(momentum));
+  momentum_ = momentum;
+  return *this;
+}
+
 BatchNorm::BatchNorm(size_t num_features, const Tensor& running_mean, const Tensor& running_var,
                      std::optional<std::pair<Tensor, Tensor>> weight_and_bias, double eps)
     : num_features_(num_features),
-      running_mean_(Var::from_tensor(running_mean)),
-      running_var_(Var::from_tensor(running_var)),
+      running_mean_(running_stat(running_mean)),
+      running_var_(running_stat(running_var)),
       weight_and_bias_(std::move(weight_and_bias)),
       eps_(eps) {
   if (!(eps >= 0.0))
     throw Error(ErrorKind::InvalidArgument, "batch-norm eps cannot be negative " + std::to_string(eps));
   check_vec_len(running_mean, num_features, "running mean", "batch-norm");
   check_vec_len(running_var, num_features, "running var", "batch-norm");
+  candle::ops::check_float(running_mean, "batch-norm running mean");
+  candle::ops::check_float(running_var, "batch-norm running var");
   if (weight_and_bias_) {
     check_vec_len(weight_and_bias_->first, num_features, "weight", "batch-norm");
     check_vec_len(weight_and_bias_->second, num_features, "bias", "batch-norm");
@@ -169,7 +190,7 @@ Tensor BatchNorm::normalize(const Tensor& xs, const Tensor& mean, const Tensor& 
 
 Tensor BatchNorm::forward_eval(const Tensor& xs) const {
   check_input(xs);
-  return normalize(xs, running_mean_.as_tensor(), running_var_.as_tensor());
+  return normalize(xs, running_mean_, running_var_);
 }
 
 Tensor BatchNorm::forward_learning(const Tensor& xs) const {
@@ -185,15 +206,20 @@ Tensor BatchNorm::forward_train(const Tensor& xs) const {
   check_input(xs);
   Tensor x = xs.to_dtype(internal_dtype(xs.dtype())).transpose(0, 1).flatten_from(1);
   double n = static_cast<double>(x.dim(1));
-  Tensor mean = x.mean_keepdim(1).flatten_all();
-  Tensor var = x.broadcast_sub(mean.unsqueeze(1)).sqr().mean_keepdim(1).flatten_all();
-  Tensor out = normalize(xs, mean, var);
-  // running statistics: the variance is stored unbiased
   DType rd = running_mean_.dtype();
-  running_mean_.set(running_mean_.as_tensor() * (1.0 - momentum_) + mean.to_dtype(rd) * momentum_);
+  Tensor mean = x.mean_keepdim(1);
+  if (remove_mean_) {
+    Tensor rm = running_mean_ * (1.0 - momentum_) + mean.flatten_all().detach().to_dtype(rd) * momentum_;
+    running_mean_.slice_set(rm, 0, 0);
+  } else {
+    // candle's remove_mean = false: no centring, the "variance" is the mean square
+    mean = mean.zeros_like();
+  }
+  Tensor var = x.broadcast_sub(mean).sqr().mean_keepdim(1).flatten_all();
   double unbias = n > 1 ? n / (n - 1.0) : 1.0;
-  running_var_.set(running_var_.as_tensor() * (1.0 - momentum_) + var.to_dtype(rd) * (momentum_ * unbias));
-  return out;
+  Tensor rv = running_var_ * (1.0 - momentum_) + var.detach().to_dtype(rd) * (momentum_ * unbias);
+  running_var_.slice_set(rv, 0, 0);
+  return normalize(xs, mean.flatten_all(), var);
 }
 
 BatchNorm batch_norm(size_t num_features, BatchNormConfig config, const VarBuilder& vb) {
@@ -206,7 +232,7 @@ BatchNorm batch_norm(size_t num_features, BatchNormConfig config, const VarBuild
                      ? BatchNorm(num_features, rm, rv, vb.get_with_hints({num_features}, "weight", init::ONE),
                                  vb.get_with_hints({num_features}, "bias", init::ZERO), config.eps)
                      : BatchNorm::new_no_bias(num_features, rm, rv, config.eps);
-  bn.with_momentum(config.momentum);
+  bn.with_momentum(config.momentum).with_remove_mean(config.remove_mean);
   return bn;
 }
 

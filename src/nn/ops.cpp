@@ -160,3 +160,13 @@ Tensor replication_pad2d(const Tensor& xs, size_t pad) {
 }
 
 }  // namespace candle::nn::ops
+
+namespace candle::nn {
+
+Dropout::Dropout(float drop_p) : drop_p_(drop_p) {
+  if (!(drop_p >= 0.0f && drop_p < 1.0f))
+    throw Error(ErrorKind::InvalidArgument,
+                "Dropout: probability has to be in [0, 1), got " + std::to_string(drop_p));
+}
+
+}  // namespace candle::nn

@@ -211,19 +211,25 @@ struct BatchNormConfig {
 };
 
 // Over dim 1 of [b, c, ...]. forward / forward_t(train = false) use the running statistics;
-// forward_train uses the batch's and updates the running ones.
+// forward_train / forward_t(train = true) use the batch's (biased variance) and update the
+// running ones: running = running * (1 - momentum) + batch * momentum, the variance stored
+// unbiased (n / (n - 1)), as candle and PyTorch. Running statistics given as variables (a
+// VarMap's, through batch_norm()) are updated in place, so a saved VarMap holds them; plain
+// tensors are copied first.
 class BatchNorm : public Module, public ModuleT {
  public:
   BatchNorm(size_t num_features, const Tensor& running_mean, const Tensor& running_var, Tensor weight,
             Tensor bias, double eps);
   static BatchNorm new_no_bias(size_t num_features, const Tensor& running_mean, const Tensor& running_var,
                                double eps);
-  BatchNorm& with_momentum(double momentum) {
-    momentum_ = momentum;
+  BatchNorm& with_momentum(double momentum);
+  // false: training mode does not subtract the batch mean (candle's remove_mean).
+  BatchNorm& with_remove_mean(bool remove_mean) {
+    remove_mean_ = remove_mean;
     return *this;
   }
-  Tensor running_mean() const { return running_mean_.as_tensor(); }
-  Tensor running_var() const { return running_var_.as_tensor(); }
+  const Tensor& running_mean() const { return running_mean_; }
+  const Tensor& running_var() const { return running_var_; }
   double eps() const { return eps_; }
   double momentum() const { return momentum_; }
   Tensor forward(const Tensor& xs) const override { return forward_eval(xs); }
@@ -241,10 +247,12 @@ class BatchNorm : public Module, public ModuleT {
   Tensor normalize(const Tensor& xs, const Tensor& mean, const Tensor& var) const;
   void check_input(const Tensor& xs) const;
   size_t num_features_;
-  Var running_mean_, running_var_;
+  // contiguous variables, written in place by forward_train
+  Tensor running_mean_, running_var_;
   std::optional<std::pair<Tensor, Tensor>> weight_and_bias_;
   double eps_;
   double momentum_ = 0.1;
+  bool remove_mean_ = true;
 };
 // "running_mean" (zeros), "running_var" (ones), and with affine "weight" (ones) / "bias" (zeros).
 BatchNorm batch_norm(size_t num_features, BatchNormConfig config, const VarBuilder& vb);

@@ -1,6 +1,7 @@
 // candle_nn::ops: softmax, norms, activations, dropout, pixel shuffle, padding.
 #pragma once
 
+#include "candle/nn/module.h"
 #include "candle/tensor.h"
 
 namespace candle::nn::ops {
@@ -38,11 +39,16 @@ Tensor replication_pad2d(const Tensor& xs, size_t pad);
 
 namespace candle::nn {
 
-// candle_nn::Dropout: active only when training.
-class Dropout {
+// candle_nn::Dropout: active only when training (ops::dropout, drawing from the device's
+// RNG, so Device::set_seed makes it reproducible); the identity otherwise.
+class Dropout : public ModuleT {
  public:
-  explicit Dropout(float drop_p) : drop_p_(drop_p) {}
-  Tensor forward_t(const Tensor& xs, bool train) const { return train ? ops::dropout(xs, drop_p_) : xs; }
+  // drop_p in [0, 1).
+  explicit Dropout(float drop_p);
+  float drop_p() const { return drop_p_; }
+  Tensor forward_t(const Tensor& xs, bool train) const override {
+    return train ? ops::dropout(xs, drop_p_) : xs;
+  }
 
  private:
   float drop_p_;
