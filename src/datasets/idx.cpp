@@ -62,7 +62,10 @@ IdxFile finish(const Header& h, const uint8_t* b, size_t len, const std::string&
   uint64_t have = len - h.header_len;
   if (have != h.elements) {
     std::string dims;
-    for (size_t d : h.dims) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    for (size_t d : h.dims) {
+      if (!dims.empty()) dims += 'x';
+      dims += std::to_string(d);
+    }
     parse_error(name, std::string(have < h.elements ? "truncated" : "trailing bytes") + ": dims " + dims +
                           " need " + std::to_string(h.elements) + " data bytes, the file has " +
                           std::to_string(have));
