@@ -3,6 +3,10 @@
 #include "candle/backprop.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -167,6 +171,9 @@ GradStore Tensor::backward() const {
 
   store.insert(*this, ones_like());
   std::vector<Tensor> in_grads;
+  // CANDLE_BACKPROP_PROFILE=1: the time of each node's backward on stderr, summed by op.
+  static const bool profile = std::getenv("CANDLE_BACKPROP_PROFILE") != nullptr;
+  std::map<std::string, std::pair<double, size_t>> op_times;
   for (size_t i = order.size(); i-- > 0;) {
     Tensor node = std::move(order[i]);
     if (node.is_variable()) continue;  // a leaf: its gradient stays in the store
@@ -174,7 +181,13 @@ GradStore Tensor::backward() const {
     std::shared_ptr<autograd::BackpropOp> op = node.impl()->op;
     if (!grad || !op) continue;  // no gradient reached it, or a tracked tensor with no recorded op
     in_grads.assign(op->inputs().size(), Tensor());
+    const auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     op->backward(node, *grad, in_grads);
+    if (profile) {
+      auto& [ms, n] = op_times[op->name()];
+      ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      ++n;
+    }
     grad.reset();
     for (size_t k = 0; k < in_grads.size(); ++k) {
       Tensor g = std::move(in_grads[k]);
@@ -192,6 +205,10 @@ GradStore Tensor::backward() const {
         store.insert(in, std::move(g));
       }
     }
+  }
+  if (profile) {
+    for (const auto& [name, t] : op_times)
+      std::fprintf(stderr, "  backward %-20s %4zu x %9.3f ms\n", name.c_str(), t.second, t.first);
   }
   return store;
 }

@@ -213,7 +213,10 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
   if (g.kh != g.kw || (g.kh != 3 && g.kh != 5) || g.s_h != 1 || g.s_w != 1 || g.d_h != 1 || g.d_w != 1 ||
       g.groups != 1)
     return false;
-  if (g.pad_h != g.pad_w || g.c_in < 16 || g.c_out < 16 || g.oh < 8 || g.ow < 8) return false;
+  // Blocks of tiles stay within one image: images of fewer than 16 tiles (a batch of small
+  // maps, e.g. 12x12 MNIST features) make GEMMs too thin to pay for the transforms.
+  if (g.pad_h != g.pad_w || g.c_in < 16 || g.c_out < 16 || g.oh < 8 || g.ow < 8 || g.oh * g.ow < 256)
+    return false;
   const size_t cin = g.c_in, cout = g.c_out, nsub = (g.kh + 2) / 3, kc = nsub * nsub * cin;
   const size_t tiles_h = (g.oh + kTile - 1) / kTile, tiles_w = (g.ow + kTile - 1) / kTile;
   // block of tiles: a rectangle of rows x cols tiles, about kWinogradBlockBytes of panels
