@@ -59,11 +59,11 @@ inline void copy_run(const S* src, size_t step, size_t n, A* dst) {
 }
 
 // The im2col panel of output positions [p0, p1) (flattened oy * ow + ox) for one image and
-// group: row r = (ci * kh + ky) * kw + kx, column p - p0. `in` points at the group's first
-// input channel of the image.
+// group: row r = (ci * kh + ky) * kw + kx, column p - p0, rows `ld` apart (default p1 - p0).
+// `in` points at the group's first input channel of the image.
 template <typename S, typename A>
-void im2col_block(const ConvGeom& g, const S* in, size_t p0, size_t p1, A* panel) {
-  const size_t n = p1 - p0;
+void im2col_block(const ConvGeom& g, const S* in, size_t p0, size_t p1, A* panel, size_t ld = 0) {
+  const size_t n = ld ? ld : p1 - p0;
   const size_t cin = g.cin_g();
   const auto ih = static_cast<ptrdiff_t>(g.ih), iw = static_cast<ptrdiff_t>(g.iw);
   for (size_t ci = 0; ci < cin; ++ci) {
@@ -203,6 +203,50 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
   });
 }
 
+// conv2d of a batch of small maps (f32/f64, one group): each im2col panel spans several whole
+// images so that the GEMMs are wide enough to be efficient (a 64-position MNIST map alone
+// makes a 64-column GEMM). The images per block follow from the shape alone, so the bytes do
+// not depend on the thread count. False when the maps are too large for two per panel.
+template <typename T>
+bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* bias,
+                        std::optional<UnaryOp> act, T* out) {
+  if (g.groups != 1 || g.b < 2) return false;
+  const size_t kdim = g.kdim(), cout = g.c_out, ihw = g.ih * g.iw, ohw = g.oh * g.ow;
+  const size_t limit = conv_scratch_limit();
+  size_t cols = std::max<size_t>(kMinCols, kPanelBytes / (std::max<size_t>(kdim, 1) * sizeof(T)));
+  cols = std::min(cols, limit / ((kdim + cout) * sizeof(T)));
+  const size_t ipb_max = ohw ? cols / ohw : 0;
+  if (ipb_max < 2) return false;
+  size_t nblocks = (g.b + ipb_max - 1) / ipb_max;
+  const size_t ipb = (g.b + nblocks - 1) / nblocks;
+  nblocks = (g.b + ipb - 1) / ipb;
+  size_t workers = std::min(get_num_threads(), nblocks);
+  if (double(g.b) * double(cout) * double(ohw) * double(kdim) < kParallelMacs) workers = 1;
+  parallel_for(workers, 1, [&](size_t w0, size_t w1) {
+    std::unique_ptr<T[]> panel(new T[kdim * ipb * ohw]), tile(new T[cout * ipb * ohw]);
+    for (size_t w = w0; w < w1; ++w) {
+      for (size_t blk = w; blk < nblocks; blk += workers) {
+        const size_t b0 = blk * ipb, nb = std::min(ipb, g.b - b0), n = nb * ohw;
+        for (size_t i = 0; i < nb; ++i)
+          im2col_block(g, in + (b0 + i) * g.c_in * ihw, 0, ohw, panel.get() + i * ohw, n);
+        if constexpr (std::is_same_v<T, float>)
+          gemm_tile_exact(cout, n, kdim, MatRef<T>{ker, kdim, 1}, MatRef<T>{panel.get(), n, 1}, tile.get(), n,
+                          false);
+        else
+          gemm(cout, n, kdim, MatRef<T>{ker, kdim, 1}, MatRef<T>{panel.get(), n, 1}, tile.get(), n, false);
+        for (size_t i = 0; i < nb; ++i) {
+          for (size_t co = 0; co < cout; ++co) {
+            T* dst = out + ((b0 + i) * cout + co) * ohw;
+            std::memcpy(dst, tile.get() + co * n + i * ohw, ohw * sizeof(T));
+            epilogue(dst, ohw, bias ? bias[co] : T(0), bias != nullptr, act);
+          }
+        }
+      }
+    }
+  });
+  return true;
+}
+
 // A contiguous copy of a layout's elements, or a pointer into the storage when it already is.
 template <typename T>
 const T* contiguous_data(const CpuStorage& s, const Layout& l, std::shared_ptr<CpuStorage>& keep) {
@@ -248,6 +292,9 @@ StoragePtr run_conv(const CpuStorage& input, const Layout& l, const BackendStora
     const A* bias_p = bias.empty() ? nullptr : bias.data();
     if constexpr (std::is_same_v<T, float>) {
       if (conv2d_winograd_f32(g, in, ker, bias_p, act, o)) return out;
+    }
+    if constexpr (std::is_same_v<A, T>) {
+      if (conv2d_gemm_images<T>(g, in, ker, bias_p, act, o)) return out;
     }
     conv2d_gemm<T>(g, in, ker, bias_p, act, o);
     return out;
