@@ -10,10 +10,17 @@
 // Grid: (pixel tiles, channel tiles, batch * groups).
 // Bindings: 0 input (strided), 1 weight (dense [c_out, K]), 2 output (dense), 3 bias,
 // 4 k table (uvec2: offset, dy << 16 | dx).
-//! variant f32 T_F32 BM=64 BN=64
-//! variant f16 T_F16 BM=64 BN=64
-//! variant f32_n128 T_F32 BM=32 BN=128
-//! variant f16_n128 T_F16 BM=32 BN=128
+// Variants <dtype>_<BM>x<BN>: BM output channels (16 * TM) x BN pixels (16 * TN, dividing 256).
+//! variant f32_32x128 T_F32 BM=32 BN=128
+//! variant f16_32x128 T_F16 BM=32 BN=128
+//! variant f32_64x64 T_F32 BM=64 BN=64
+//! variant f16_64x64 T_F16 BM=64 BN=64
+//! variant f32_64x128 T_F32 BM=64 BN=128
+//! variant f16_64x128 T_F16 BM=64 BN=128
+//! variant f32_128x128 T_F32 BM=128 BN=128
+//! variant f16_128x128 T_F16 BM=128 BN=128
+//! variant f32_64x256 T_F32 BM=64 BN=256
+//! variant f16_64x256 T_F16 BM=64 BN=256
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_GOOGLE_include_directive : require

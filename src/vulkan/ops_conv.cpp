@@ -1,6 +1,8 @@
 // Convolutions: conv2d / conv1d as an implicit GEMM (conv2d.comp; the bias + activation
 // epilogue in the kernel) and conv_transpose2d / conv_transpose1d (conv_transpose2d.comp).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,25 @@ struct Conv {
 };
 
 bool fits32(size_t v) { return v <= 0xffffffffull; }
+
+// The work-group tile (output channels x pixels) of conv2d.comp for co_g output channels per
+// group and N output pixels: the larger tiles where there is enough work.
+// CANDLE_VULKAN_CONV_TILE=BMxBN (one of the kernel's variants) forces one (for tuning).
+std::pair<size_t, size_t> conv_tile(size_t co_g, size_t N) {
+  static const std::pair<size_t, size_t> forced = [] {
+    const char* e = std::getenv("CANDLE_VULKAN_CONV_TILE");
+    size_t m = 0, n = 0;
+    if (e && std::sscanf(e, "%zux%zu", &m, &n) == 2) {
+      for (auto [vm, vn] : {std::pair<size_t, size_t>{32, 128}, {64, 64}, {64, 128}, {128, 128}, {64, 256}})
+        if (vm == m && vn == n) return std::pair<size_t, size_t>{m, n};
+    }
+    return std::pair<size_t, size_t>{0, 0};
+  }();
+  if (forced.first) return forced;
+  if (co_g <= 32) return {32, 128};
+  if (N < 64 * 1024) return {64, 64};
+  return co_g <= 64 ? std::pair<size_t, size_t>{64, 128} : std::pair<size_t, size_t>{128, 128};
+}
 
 // The input's element range [lo, hi) for a layout (its extent).
 std::pair<size_t, size_t> extent(const Layout& l) { return {l.start_offset(), l.max_offset_exclusive()}; }
@@ -112,9 +133,8 @@ StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage
     pc.bias_st = static_cast<uint32_t>(blay.stride().empty() ? 0 : blay.stride()[0]);
     pc.has_bias = 1;
   }
-  const bool narrow = co_g <= 32;
-  const size_t bm = narrow ? 32 : 64, bn = narrow ? 128 : 64;
-  std::string kname = std::string("conv2d_") + sfx + (narrow ? "_n128" : "");
+  auto [bm, bn] = conv_tile(co_g, N);
+  std::string kname = std::string("conv2d_") + sfx + "_" + std::to_string(bm) + "x" + std::to_string(bn);
   const auto& f = ctx.features();
   const size_t tiles = (N + bn - 1) / bn, gy = (co_g + bm - 1) / bm, bgs = c.b * c.groups;
   if (gy > f.max_groups[1]) return nullptr;
