@@ -44,8 +44,15 @@ bool run_scatter(VulkanStorage& dst, size_t dst_first, const Shape& dst_shape, c
       !fits(ctx, DType::I64, ids_l.elem_count()))
     return false;
   if (nd == 0 || ns == 0) return true;
-  Dense s = dense(src, src_l);
-  Dense id = dense(ids, ids_l);
+  // ids and src are read while dst is written: copies when they share its memory
+  auto own = [&](const VulkanStorage& v, const Layout& vl) {
+    if (&v.block() != &dst.block()) return dense(v, vl);
+    auto tmp = v.vdev().make(v.dtype(), vl.elem_count());
+    v.copy_strided_src(*tmp, 0, vl);
+    return Dense{tmp.get(), 0, tmp};
+  };
+  Dense s = own(src, src_l);
+  Dense id = own(ids, ids_l);
   auto bd = bind_range(dst, dst_first, dst_first + nd);
   auto bi = bind_range(*id.s, id.first, id.first + ids_l.elem_count());
   auto bs = bind_range(*s.s, s.first, s.first + ns);

@@ -715,5 +715,25 @@ TEST(VulkanDifferential, ScatterSetAndAddCollisionsInOrder) {
   }
 }
 
+TEST(VulkanDifferential, ScatterFromItsOwnStorageReadsTheOldValues) {
+  VK_DEVICE_OR_SKIP(dev);
+  // src = rows 0..1 of dst itself; ids send them to rows 3, 2 (and row 0 -> 1 for one column)
+  std::vector<float> idv{3, 3, 1, 3, 3, 2, 2, 2, 2, 2};
+  auto ids = make_pair(dev, DType::U32, idv);
+  Layout il = Layout::contiguous(Shape{2, 5});
+  for (bool add : {false, true}) {
+    auto d = make_pair(dev, DType::F32, values(20, -1.0f, 1.0f, 195));
+    Layout dl = Layout::contiguous(Shape{4, 5});
+    if (add) {
+      d.vk->scatter_add_set(dl, *ids.vk, il, *d.vk, il, 0);
+      d.cpu->scatter_add_set(dl, *ids.cpu, il, *d.cpu, il, 0);
+    } else {
+      d.vk->scatter_set(dl, *ids.vk, il, *d.vk, il, 0);
+      d.cpu->scatter_set(dl, *ids.cpu, il, *d.cpu, il, 0);
+    }
+    expect_same_bytes(*d.vk, *d.cpu, add ? "scatter_add in place" : "scatter in place");
+  }
+}
+
 }  // namespace
 }  // namespace candle
