@@ -2,9 +2,13 @@
 // conv2d shapes at 512x512 and 2048x2048, nearest upsampling, channel cat,
 // conv_transpose2d and pooling. Threads: CANDLE_NUM_THREADS (else every core).
 //   CANDLE_NUM_THREADS=2 ./conv_bench --benchmark_filter=/512
+// A first argument naming a device runs the same cases there (inputs made on the device
+// beforehand; each iteration ends with the device synchronized):
+//   ./conv_bench vulkan --benchmark_filter=/512      (lavapipe: CANDLE_VULKAN_ALLOW_CPU=1)
 // tools/bench_conv_vs_torch.py runs it beside PyTorch. Names: BM_<op>/<case>/<size>.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <string>
 
 #include "candle/candle.h"
@@ -23,7 +27,23 @@ using candle::Tensor;
     break;                          \
   }
 
-Tensor rnd(const candle::Shape& s) { return Tensor::randn(0.0, 1.0, s, DType::F32, candle::Device::cpu()); }
+// The device under test (argv[1] when it names one; the CPU otherwise).
+candle::Device& bench_device() {
+  static candle::Device d = candle::Device::cpu();
+  return d;
+}
+
+Tensor rnd(const candle::Shape& s) {
+  Tensor t = Tensor::randn(0.0, 1.0, s, DType::F32, candle::Device::cpu()).to_device(bench_device());
+  bench_device().synchronize();
+  return t;
+}
+
+// Keeps the result alive until the device has finished computing it.
+void done(const Tensor& y) {
+  benchmark::DoNotOptimize(y.storage().get());
+  bench_device().synchronize();
+}
 
 void BM_conv2d(benchmark::State& state, size_t c_in, size_t c_out, size_t k) {
   const size_t n = static_cast<size_t>(state.range(0));
@@ -31,7 +51,7 @@ void BM_conv2d(benchmark::State& state, size_t c_in, size_t c_out, size_t k) {
   Tensor w = rnd({c_out, c_in, k, k});
   for (auto _ : state) {
     TRY_OP Tensor y = x.conv2d(w, k / 2, 1, 1, 1);
-    benchmark::DoNotOptimize(y.storage().get());
+    done(y);
     CATCH_OP
   }
   const double flops = 2.0 * double(n * n) * double(c_in * c_out * k * k);
@@ -43,7 +63,7 @@ void BM_upsample_nearest(benchmark::State& state, size_t c, size_t scale) {
   Tensor x = rnd({1, c, n, n});
   for (auto _ : state) {
     TRY_OP Tensor y = x.upsample_nearest2d(n * scale, n * scale);
-    benchmark::DoNotOptimize(y.storage().get());
+    done(y);
     CATCH_OP
   }
 }
@@ -53,7 +73,7 @@ void BM_cat(benchmark::State& state) {
   Tensor a = rnd({1, 4, n, n}), b = rnd({1, 64, n, n});
   for (auto _ : state) {
     TRY_OP Tensor y = Tensor::cat({a, b}, 1);
-    benchmark::DoNotOptimize(y.storage().get());
+    done(y);
     CATCH_OP
   }
 }
@@ -64,7 +84,7 @@ void BM_conv_transpose2d(benchmark::State& state) {
   Tensor w = rnd({64, 64, 2, 2});
   for (auto _ : state) {
     TRY_OP Tensor y = x.conv_transpose2d(w, 0, 0, 2, 1);
-    benchmark::DoNotOptimize(y.storage().get());
+    done(y);
     CATCH_OP
   }
 }
@@ -74,7 +94,7 @@ void BM_pool(benchmark::State& state, bool max) {
   Tensor x = rnd({1, 64, n, n});
   for (auto _ : state) {
     TRY_OP Tensor y = max ? x.max_pool2d(2) : x.avg_pool2d(2);
-    benchmark::DoNotOptimize(y.storage().get());
+    done(y);
     CATCH_OP
   }
 }
@@ -119,6 +139,17 @@ BENCHMARK_CAPTURE(BM_pool, max2x2, true)->Arg(512)->Arg(2048)->Unit(benchmark::k
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && argv[1][0] != '-') {
+    try {
+      bench_device() = candle::Device::from_name(argv[1]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "conv_bench: %s\n", e.what());
+      return 1;
+    }
+    benchmark::AddCustomContext("device", argv[1]);
+    for (int i = 1; i + 1 < argc; ++i) argv[i] = argv[i + 1];
+    --argc;
+  }
   benchmark::AddCustomContext("blas", candle::blas_info());
   benchmark::AddCustomContext("candle_threads", std::to_string(candle::get_num_threads()));
   benchmark::Initialize(&argc, argv);

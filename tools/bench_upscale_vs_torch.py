@@ -23,18 +23,6 @@ import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-p = argparse.ArgumentParser()
-p.add_argument("--bin", default=os.path.join(ROOT, "build-release/bin"))
-p.add_argument("--model-dir", default=os.path.join(ROOT, "models/esrgan-slim"))
-p.add_argument("--image", default=os.path.join(ROOT, "models/esrgan-slim/samples/4x/result.png"),
-               help="input PNG (default: a 512x512 image, the x4 sample output)")
-p.add_argument("--scales", default="4")
-p.add_argument("--threads", default="2")
-p.add_argument("--repeats", type=int, default=2)
-p.add_argument("--torch-max-gb", type=float, default=20.0)
-p.add_argument("--skip-torch", action="store_true")
-p.add_argument("--torch-child", nargs=4, help=argparse.SUPPRESS)  # model image threads repeats
-args = p.parse_args()
 
 
 def read_png_rgb(path):
@@ -76,13 +64,12 @@ def read_png_rgb(path):
     return h, w, bytes(out)
 
 
-def torch_child(model, image, threads, repeats):
-    import resource
-    import time
-
+def build_forward(model, device="cpu"):
+    """The network of a converted .safetensors file (weights + "topology" metadata) as a function
+    x [b, 3, h, w] f32 -> clamped, rounded output, with its weights on `device` (a torch device).
+    Also used by tools/bench_upscale_vulkan_vs_torch.py."""
     import torch
     import torch.nn.functional as F
-    torch.set_num_threads(threads)
     raw = open(model, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
     header = json.loads(raw[8:8 + n])
@@ -93,7 +80,8 @@ def torch_child(model, image, threads, repeats):
             continue
         a, b = info["data_offsets"]
         assert info["dtype"] == "F32"
-        tensors[name] = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]), dtype=torch.float32).reshape(info["shape"])
+        tensors[name] = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]),
+                                         dtype=torch.float32).reshape(info["shape"]).to(device)
     layers = {l["name"]: l for l in graph["layers"]}
     order, seen = [], set()
 
@@ -134,7 +122,16 @@ def torch_child(model, image, threads, repeats):
                 raise SystemExit("unknown op " + op)
             vals[l["name"]] = v
         return vals[graph["output"]].clamp(0, 255).round()
+    return forward
 
+
+def torch_child(model, image, threads, repeats):
+    import resource
+    import time
+
+    import torch
+    torch.set_num_threads(threads)
+    forward = build_forward(model)
     h, w, px = read_png_rgb(image)
     x = torch.frombuffer(bytearray(px), dtype=torch.uint8).reshape(h, w, 3).permute(2, 0, 1)[None].float().contiguous()
     best = None
@@ -161,37 +158,51 @@ def run_child(cmd, env, max_gb=None):
     return proc.returncode, out, err
 
 
-if args.torch_child:
-    torch_child(args.torch_child[0], args.torch_child[1], int(args.torch_child[2]), int(args.torch_child[3]))
-    sys.exit(0)
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", default=os.path.join(ROOT, "build-release/bin"))
+    p.add_argument("--model-dir", default=os.path.join(ROOT, "models/esrgan-slim"))
+    p.add_argument("--image", default=os.path.join(ROOT, "models/esrgan-slim/samples/4x/result.png"),
+                   help="input PNG (default: a 512x512 image, the x4 sample output)")
+    p.add_argument("--scales", default="4")
+    p.add_argument("--threads", default="2")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--torch-max-gb", type=float, default=20.0)
+    p.add_argument("--skip-torch", action="store_true")
+    p.add_argument("--torch-child", nargs=4, help=argparse.SUPPRESS)  # model image threads repeats
+    args = p.parse_args()
 
-h, w, _ = read_png_rgb(args.image)
-print(f"image {args.image}: {w}x{h}")
-print("| model | threads | candle-cpp s | PyTorch s | PyTorch/candle-cpp | candle-cpp peak RSS MiB | PyTorch peak RSS MiB |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for scale in [int(s) for s in args.scales.split(",")]:
-    model = os.path.join(args.model_dir, f"x{scale}.safetensors")
-    for t in [int(v) for v in args.threads.split(",")]:
-        env = dict(os.environ, CANDLE_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t))
-        ours, rss = None, 0.0
-        with tempfile.TemporaryDirectory() as tmp:
-            for r in range(args.repeats + 1):
-                rc, out, err = run_child([os.path.join(args.bin, "candle-upscale"), "--model", model,
-                                          "--scale", str(scale), args.image, os.path.join(tmp, "out.png")], env)
-                if rc != 0:
-                    raise SystemExit("candle-upscale failed: " + err)
-                m = re.search(r"network ([0-9.]+) s\), peak memory ([0-9.]+) MiB", err)
-                if r > 0:
-                    ours = float(m.group(1)) if ours is None else min(ours, float(m.group(1)))
-                rss = max(rss, float(m.group(2)))
-        theirs = "skipped"
-        if not args.skip_torch:
-            rc, out, err = run_child([sys.executable, os.path.abspath(__file__), "--torch-child", model, args.image,
-                                      str(t), str(args.repeats)], env, args.torch_max_gb)
-            theirs = json.loads(out.strip().splitlines()[-1]) if rc == 0 else None
-        if isinstance(theirs, dict):
-            print(f"| slim x{scale} | {t} | {ours:.3f} | {theirs['secs']:.3f} | {theirs['secs'] / ours:.2f}x | "
-                  f"{rss:.0f} | {theirs['rss_mib']:.0f} |", flush=True)
-        else:
-            why = theirs if theirs == "skipped" else f"failed (over {args.torch_max_gb:g} GB)"
-            print(f"| slim x{scale} | {t} | {ours:.3f} | {why} | | {rss:.0f} | |", flush=True)
+    if args.torch_child:
+        torch_child(args.torch_child[0], args.torch_child[1], int(args.torch_child[2]), int(args.torch_child[3]))
+        sys.exit(0)
+
+    h, w, _ = read_png_rgb(args.image)
+    print(f"image {args.image}: {w}x{h}")
+    print("| model | threads | candle-cpp s | PyTorch s | PyTorch/candle-cpp | candle-cpp peak RSS MiB | PyTorch peak RSS MiB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for scale in [int(s) for s in args.scales.split(",")]:
+        model = os.path.join(args.model_dir, f"x{scale}.safetensors")
+        for t in [int(v) for v in args.threads.split(",")]:
+            env = dict(os.environ, CANDLE_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t))
+            ours, rss = None, 0.0
+            with tempfile.TemporaryDirectory() as tmp:
+                for r in range(args.repeats + 1):
+                    rc, out, err = run_child([os.path.join(args.bin, "candle-upscale"), "--model", model,
+                                              "--scale", str(scale), args.image, os.path.join(tmp, "out.png")], env)
+                    if rc != 0:
+                        raise SystemExit("candle-upscale failed: " + err)
+                    m = re.search(r"network ([0-9.]+) s\), peak memory ([0-9.]+) MiB", err)
+                    if r > 0:
+                        ours = float(m.group(1)) if ours is None else min(ours, float(m.group(1)))
+                    rss = max(rss, float(m.group(2)))
+            theirs = "skipped"
+            if not args.skip_torch:
+                rc, out, err = run_child([sys.executable, os.path.abspath(__file__), "--torch-child", model, args.image,
+                                          str(t), str(args.repeats)], env, args.torch_max_gb)
+                theirs = json.loads(out.strip().splitlines()[-1]) if rc == 0 else None
+            if isinstance(theirs, dict):
+                print(f"| slim x{scale} | {t} | {ours:.3f} | {theirs['secs']:.3f} | {theirs['secs'] / ours:.2f}x | "
+                      f"{rss:.0f} | {theirs['rss_mib']:.0f} |", flush=True)
+            else:
+                why = theirs if theirs == "skipped" else f"failed (over {args.torch_max_gb:g} GB)"
+                print(f"| slim x{scale} | {t} | {ours:.3f} | {why} | | {rss:.0f} | |", flush=True)

@@ -146,10 +146,8 @@ Tensor Tensor::matmul(const Tensor& rhs) const {
         // An operand that is a transposed view (Linear's w.t()) gets its gradient computed
         // transposed, so that the gradient reaching the contiguous tensor is contiguous too.
         auto transposed_view = [](const Tensor& t) { return !t.is_contiguous() && t.t().is_contiguous(); };
-        if (in[0].track_op())
-          gi[0] = transposed_view(in[0]) ? in[1].matmul(g.t()).t() : g.matmul(in[1].t());
-        if (in[1].track_op())
-          gi[1] = transposed_view(in[1]) ? g.t().matmul(in[0]).t() : in[0].t().matmul(g);
+        if (in[0].track_op()) gi[0] = transposed_view(in[0]) ? in[1].matmul(g.t()).t() : g.matmul(in[1].t());
+        if (in[1].track_op()) gi[1] = transposed_view(in[1]) ? g.t().matmul(in[0]).t() : in[0].t().matmul(g);
       },
       *this, rhs);
 }

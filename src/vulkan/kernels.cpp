@@ -46,6 +46,19 @@ const char* bytes_suffix(const Context& ctx, DType dt) {
 
 uint32_t f32_bits(float v) { return std::bit_cast<uint32_t>(v); }
 
+VkStoragePtr upload_u32(VulkanDevice& dev, const std::vector<uint32_t>& v) {
+  auto out = dev.make(DType::U32, v.size());
+  if (!v.empty()) dev.ctx().write(out->block(), 0, v.data(), v.size() * sizeof(uint32_t));
+  return out;
+}
+
+Dense dense(const VulkanStorage& s, const Layout& l) {
+  if (l.is_contiguous()) return {&s, l.start_offset(), nullptr};
+  auto tmp = s.vdev().make(s.dtype(), l.elem_count());
+  if (l.elem_count()) s.copy_strided_src(*tmp, 0, l);
+  return {tmp.get(), 0, tmp};
+}
+
 size_t bind_budget(const Context& ctx, size_t esize) {
   const auto& f = ctx.features();
   return static_cast<size_t>((f.max_range - f.offset_align - 4) / esize);

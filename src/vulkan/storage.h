@@ -169,4 +169,16 @@ void grid_for(const Context& ctx, size_t n, size_t per_group, uint32_t& gx, uint
 
 uint32_t f32_bits(float v);
 
+// A new u32 storage holding `v` (small tables the host computes: conv taps, resize indices).
+VkStoragePtr upload_u32(VulkanDevice& dev, const std::vector<uint32_t>& v);
+
+// The elements of layout `l` of `s` contiguously: `s` itself (first element `first`) when l
+// is contiguous, else a copy made on the device (kept alive in `keep`, first element 0).
+struct Dense {
+  const VulkanStorage* s;
+  size_t first;
+  VkStoragePtr keep;
+};
+Dense dense(const VulkanStorage& s, const Layout& l);
+
 }  // namespace candle::vk_backend
