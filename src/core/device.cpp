@@ -30,9 +30,12 @@ struct Registry {
   std::map<std::pair<DeviceKind, size_t>, std::shared_ptr<BackendDevice>> open;
 };
 
+// Never destroyed: GPU backend devices must not be torn down during static destruction, when
+// the driver may already have run its own exit handlers (the NVIDIA Vulkan driver then
+// crashed in vkDestroyDevice at exit); the process's exit releases them.
 Registry& registry() {
-  static Registry r;
-  return r;
+  static Registry* r = new Registry();
+  return *r;
 }
 
 // Opens libcandle_<kind>.so, first beside the library holding this code, then on the

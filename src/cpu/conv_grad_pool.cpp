@@ -65,7 +65,7 @@ struct PlaneScratch {
 // from a dense gy [planes, out_n] (dtype of `gs`), and returns the result in gs's dtype.
 template <typename Fn>
 StoragePtr per_plane(const CpuStorage& gs, const Layout& gl, size_t planes, size_t in_n, size_t out_n,
-                     const char* op, Fn&& fn) {
+                     const char* op, Fn&& fn, bool zero_fill = true) {
   check_bounds(op, gl, gs);
   return dispatch_float(gs.dtype(), op, [&]<typename T>() -> StoragePtr {
     using C = compute_t<T>;
@@ -79,7 +79,7 @@ StoragePtr per_plane(const CpuStorage& gs, const Layout& gl, size_t planes, size
       PlaneScratch<C> scratch;
       for (size_t p = p0; p < p1; ++p) {
         C* dx = std::is_same_v<T, C> ? reinterpret_cast<C*>(out->template data<T>() + p * in_n) : buf.data();
-        std::fill(dx, dx + in_n, C(0));
+        if (zero_fill) std::fill(dx, dx + in_n, C(0));
         fn.template operator()<T, C>(p, dx, gy + p * out_n, scratch);
         if constexpr (!std::is_same_v<T, C>) {
           T* dst = out->template data<T>() + p * in_n;
@@ -251,6 +251,8 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
   if (h * w > UINT32_MAX)
     throw Error(ErrorKind::UnsupportedOp, std::string(op) + ": planes of 2^32 elements or more");
   const size_t used_w = (ow - 1) * sw + kw;  // the columns windows read
+  const bool exact = kh == 2 && kw == 2 && sh == 2 && sw == 2 && xs[3] == 1 && h == 2 * oh && w == 2 * ow &&
+                     dtype_ != DType::F16 && dtype_ != DType::BF16 && dtype_ != DType::F8E4M3;
   return cpu::per_plane(
       *gsp, g_l, b * c, h * w, oh * ow, op,
       [&]<typename T, typename C>(size_t p, C* dx, const C* gy, cpu::PlaneScratch<C>& s) {
@@ -261,7 +263,27 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
         C* m = s.a.data();
         uint32_t* at = s.idx.data();
         const bool fused = kh == 2 && kw == 2 && sh == 2 && sw == 2 && xs[3] == 1 && std::is_same_v<T, C>;
-        for (size_t oy = 0; fused && oy < oh; ++oy) {
+        // 2x2 windows tiling the plane exactly: every element is written once (no zero fill)
+        for (size_t oy = 0; exact && oy < oh; ++oy) {
+          const auto* r0 = reinterpret_cast<const C*>(xp + 2 * oy * xs[2]);
+          const C* r1 = reinterpret_cast<const C*>(reinterpret_cast<const T*>(r0) + xs[2]);
+          C* d0 = dx + 2 * oy * w;
+          C* d1 = d0 + w;
+          const C* g = gy + oy * ow;
+          for (size_t o = 0; o < ow; ++o) {
+            C mo = r0[2 * o];
+            uint32_t k = 0;
+            cpu::max_pick(r0[2 * o + 1], 1u, mo, k);
+            cpu::max_pick(r1[2 * o], 2u, mo, k);
+            cpu::max_pick(r1[2 * o + 1], 3u, mo, k);
+            const C gv = g[o];
+            d0[2 * o] = k == 0 ? gv : C(0);
+            d0[2 * o + 1] = k == 1 ? gv : C(0);
+            d1[2 * o] = k == 2 ? gv : C(0);
+            d1[2 * o + 1] = k == 3 ? gv : C(0);
+          }
+        }
+        for (size_t oy = 0; fused && !exact && oy < oh; ++oy) {
           const auto* r0 = reinterpret_cast<const C*>(xp + 2 * oy * xs[2]);
           const C* r1 = reinterpret_cast<const C*>(reinterpret_cast<const T*>(r0) + xs[2]);
           const auto i0 = static_cast<uint32_t>(2 * oy * w), i1 = static_cast<uint32_t>(i0 + w);
@@ -298,7 +320,8 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
           const C* g = gy + oy * ow;
           for (size_t o = 0; o < ow; ++o) dx[at[o]] += g[o];
         }
-      });
+      },
+      !exact);
 }
 
 StoragePtr CpuStorage::avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in_w, std::array<size_t, 2> k,
