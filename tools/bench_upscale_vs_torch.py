@@ -7,8 +7,8 @@
 PyTorch builds the graph from the same converted .safetensors file (weights and the "topology"
 metadata) and runs it in NCHW f32 with torch.no_grad(), then clamps and rounds as candle-upscale
 does. Each side runs in its own process (so each peak RSS is its own): one warm-up pass and
---repeats timed passes of the network (image decoding/encoding excluded on both sides); the best
-time is reported. A PyTorch run that needs more than --torch-max-gb of address space fails and is
+--repeats timed passes of the network in that process (candle-upscale --repeat; image decoding
+and encoding excluded on both sides); the best time is reported. A PyTorch run that needs more than --torch-max-gb of address space fails and is
 reported as such (PyTorch materialises the x8 upsampled 192-channel map whole).
 """
 import argparse
@@ -186,15 +186,14 @@ if __name__ == "__main__":
             env = dict(os.environ, CANDLE_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t))
             ours, rss = None, 0.0
             with tempfile.TemporaryDirectory() as tmp:
-                for r in range(args.repeats + 1):
-                    rc, out, err = run_child([os.path.join(args.bin, "candle-upscale"), "--model", model,
-                                              "--scale", str(scale), args.image, os.path.join(tmp, "out.png")], env)
-                    if rc != 0:
-                        raise SystemExit("candle-upscale failed: " + err)
-                    m = re.search(r"network ([0-9.]+) s\), peak memory ([0-9.]+) MiB", err)
-                    if r > 0:
-                        ours = float(m.group(1)) if ours is None else min(ours, float(m.group(1)))
-                    rss = max(rss, float(m.group(2)))
+                # one process, like the PyTorch side: a warm-up pass and --repeats timed passes
+                rc, out, err = run_child([os.path.join(args.bin, "candle-upscale"), "--model", model, "--scale",
+                                          str(scale), "--repeat", str(args.repeats + 1), args.image,
+                                          os.path.join(tmp, "out.png")], env)
+                if rc != 0:
+                    raise SystemExit("candle-upscale failed: " + err)
+                m = re.search(r"network ([0-9.]+) s[^)]*\), peak memory ([0-9.]+) MiB", err)
+                ours, rss = float(m.group(1)), float(m.group(2))
             theirs = "skipped"
             if not args.skip_torch:
                 rc, out, err = run_child([sys.executable, os.path.abspath(__file__), "--torch-child", model, args.image,
