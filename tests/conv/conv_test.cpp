@@ -366,7 +366,9 @@ TEST(ConvScratch, tiny_cap_gives_same_result) {
   set_conv_scratch_limit(4096);  // smaller than one panel row: blocks of a few positions
   std::vector<float> got = x.conv2d(k, 2, 1, 1, 1).flatten_to_vec<float>();
   set_conv_scratch_limit(0);
-  expect_near_vec(got, want, 1e-4f);
+  // the default run takes Winograd (kernel padded to 16 outputs), the capped one im2col
+  // blocks: the same values up to their rounding (outputs are sums of 400 products ~ 20)
+  expect_near_vec(got, want, 1e-3f);
   expect_near_vec(got, ref_conv2d(x, k, 2, 1, 1, 1), 1e-3f);
 }
 
