@@ -416,7 +416,7 @@ Tensor Rdn::forward_raw(const Tensor& image) const {
     fail(ErrorKind::DeviceMismatch, "the image is not on the model's device");
   std::vector<Tensor> values(nodes.size());
   values[0] = image.to_dtype(DType::F32);
-  // CANDLE_RDN_PROFILE=1: each layer's time on stderr (host time: on a GPU, op submission)
+  // CANDLE_RDN_PROFILE=1: each layer's time on stderr (the device is synchronised after each)
   static const bool profile = std::getenv("CANDLE_RDN_PROFILE") != nullptr;
   for (size_t i = 1; i < nodes.size(); ++i) {
     const auto& n = nodes[i];
@@ -424,13 +424,18 @@ Tensor Rdn::forward_raw(const Tensor& image) const {
     struct Report {
       const Impl::Node& n;
       std::chrono::steady_clock::time_point t0;
+      const Device& dev;
       ~Report() {
-        if (profile)
-          std::fprintf(
-              stderr, "  %-16s %8.2f ms\n", n.name.c_str(),
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (!profile) return;
+        try {
+          dev.synchronize();  // a GPU layer's time, not its submission's
+        } catch (const std::exception&) {
+        }
+        std::fprintf(
+            stderr, "  %-16s %8.2f ms\n", n.name.c_str(),
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       }
-    } report{n, t0};
+    } report{n, t0, impl_->device};
     const Tensor& x = values[n.inputs[0]];
     switch (n.op) {
       case Op::Input: break;

@@ -256,6 +256,11 @@ struct Block {
   vk::DeviceMemory mem;
   std::byte* map = nullptr;
   size_t bytes = 0;
+  // The batch that may still read or write the block (0: none). A released block is reused
+  // at once by later GPU work (every dispatch is ordered after all earlier ones by a full
+  // barrier), but the host waits for that batch before touching its memory, and it is not
+  // destroyed before then.
+  uint64_t busy_serial = 0;
 };
 
 size_t block_bytes(const Block& b) { return b.bytes; }
@@ -299,7 +304,7 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
   std::vector<std::unique_ptr<Batch>> spare;
   std::deque<std::unique_ptr<Batch>> inflight;
   std::unique_ptr<Batch> rec;
-  uint64_t next_serial = 1;
+  uint64_t next_serial = 1, completed_serial = 0;
 
   struct Deferred {
     uint64_t serial;
@@ -367,7 +372,18 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
     return b;
   }
 
+  // Waits until the GPU is done with `b` (submitting the batch being recorded if needed).
+  void wait_idle_for(const Block* b) {
+    if (b->busy_serial > completed_serial) wait_all();
+  }
+
   void destroy(Block* b) {
+    if (b->busy_serial > completed_serial) {
+      try {
+        wait_all();
+      } catch (...) {
+      }
+    }
     if (b->map) dev.unmapMemory(b->mem);
     if (b->buf) dev.destroyBuffer(b->buf);
     if (b->mem) dev.freeMemory(b->mem);
@@ -435,11 +451,8 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
   void release(Block* b) {
     std::lock_guard lock(mu);
     counters().live_bytes -= b->bytes;
-    uint64_t last = rec ? rec->serial : (inflight.empty() ? 0 : inflight.back()->serial);
-    if (last)
-      deferred.push_back({last, b});
-    else
-      to_cache(b);
+    b->busy_serial = rec ? rec->serial : (inflight.empty() ? 0 : inflight.back()->serial);
+    to_cache(b);
   }
 
   // ---- batches -------------------------------------------------------------------------
@@ -495,6 +508,7 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
     dev.resetFences(b->fence);
     b->cb.reset();
     uint64_t done = b->serial;
+    completed_serial = std::max(completed_serial, done);
     spare.push_back(std::move(b));
     inflight.pop_front();
     size_t keep = 0;
@@ -682,6 +696,10 @@ BlockPtr Context::alloc(size_t bytes) {
 
 void Context::write(const Block& b, size_t offset, const void* src, size_t bytes) {
   if (offset + bytes > b.bytes) throw Error(ErrorKind::Internal, "vulkan: write out of the block's bounds");
+  if (b.busy_serial > impl_->completed_serial) {
+    std::lock_guard lock(impl_->mu);
+    guarded("write", [&] { impl_->wait_idle_for(&b); });
+  }
   if (bytes) std::memcpy(b.map + offset, src, bytes);
   counters().uploaded += bytes;
 }

@@ -227,4 +227,25 @@ TEST(VulkanSelection, AdaptersReportMemory) {
 }
 
 }  // namespace
+// A block released while the GPU work reading it is still queued goes back to the cache at once
+// (later GPU work may reuse it); an upload into it must wait for that work, or the queued op
+// would read the new values.
+TEST(VulkanBackend, UploadIntoARecycledBlockWaitsForQueuedReaders) {
+  VK_DEVICE_OR_SKIP(dev);
+  const size_t n = 1 << 16;
+  std::vector<float> x = values(n, -1.0f, 1.0f, 11), y = values(n, -1.0f, 1.0f, 12);
+  Tensor e;
+  {
+    Tensor a = Tensor::from_vec(x, {n}, Device::cpu()).to_device(dev);
+    e = a.exp();                                                      // queued, reads a's block
+  }                                                                   // a's block is free (and busy)
+  Tensor c = Tensor::from_vec(y, {n}, Device::cpu()).to_device(dev);  // likely the same block
+  std::vector<float> got_e = e.to_device(Device::cpu()).to_vec1<float>();
+  std::vector<float> got_c = c.to_device(Device::cpu()).to_vec1<float>();
+  for (size_t i = 0; i < n; i += 997) {
+    EXPECT_NEAR(got_e[i], std::exp(x[i]), 1e-5f * std::exp(x[i])) << i;
+    EXPECT_EQ(got_c[i], y[i]) << i;
+  }
+}
+
 }  // namespace candle
