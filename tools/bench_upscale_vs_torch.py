@@ -94,7 +94,7 @@ def build_forward(model, device="cpu"):
         order.append(layers[name])
     visit(graph["output"])
 
-    def forward(x):
+    def raw(x):
         vals = {}
         for l in order:
             ins = [vals[i] for i in l["inputs"]]
@@ -121,7 +121,12 @@ def build_forward(model, device="cpu"):
             else:
                 raise SystemExit("unknown op " + op)
             vals[l["name"]] = v
-        return vals[graph["output"]].clamp(0, 255).round()
+        return vals[graph["output"]]
+
+    def forward(x):
+        return raw(x).clamp(0, 255).round()
+    forward.raw = raw  # the output as it comes (differentiable)
+    forward.tensors = tensors  # name -> weight
     return forward
 
 

@@ -247,6 +247,93 @@ bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* b
   return true;
 }
 
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define CANDLE_CONV_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CANDLE_CONV_CLONES
+#endif
+
+// One output row of a direct conv with CO (<= 8) output channels: 16 outputs at a time in
+// registers, for every (c_in, ky, kx) in that order. Out-of-image taps read 0, which adds
+// exactly what skipping them would.
+template <size_t CO>
+CANDLE_CONV_CLONES void direct_row(const float* __restrict in_b, const float* __restrict ker, size_t cin,
+                                   size_t kh, size_t kw, ptrdiff_t ih, ptrdiff_t iw, ptrdiff_t ph,
+                                   ptrdiff_t pw, size_t y, size_t ow, float* __restrict acc) {
+  constexpr size_t L = 16;
+  const size_t ihw = static_cast<size_t>(ih * iw), ktaps = kh * kw;
+  for (size_t x0 = 0; x0 < ow; x0 += L) {
+    const size_t n = std::min(L, ow - x0);
+    float a[CO][L] = {};
+    for (size_t ci = 0; ci < cin; ++ci) {
+      const float* plane = in_b + ci * ihw;
+      for (size_t ky = 0; ky < kh; ++ky) {
+        const ptrdiff_t iy = static_cast<ptrdiff_t>(y + ky) - ph;
+        if (iy < 0 || iy >= ih) continue;
+        const float* row = plane + iy * iw;
+        for (size_t kx = 0; kx < kw; ++kx) {
+          const ptrdiff_t ix0 = static_cast<ptrdiff_t>(x0 + kx) - pw;
+          float v[L];
+          if (ix0 >= 0 && ix0 + static_cast<ptrdiff_t>(L) <= iw) {
+            for (size_t j = 0; j < L; ++j) v[j] = row[ix0 + static_cast<ptrdiff_t>(j)];
+          } else {
+            for (size_t j = 0; j < L; ++j) {
+              const ptrdiff_t ix = ix0 + static_cast<ptrdiff_t>(j);
+              v[j] = ix >= 0 && ix < iw ? row[ix] : 0.0f;
+            }
+          }
+          const float* wk = ker + ci * ktaps + ky * kw + kx;
+          for (size_t co = 0; co < CO; ++co) {
+            const float wv = wk[co * cin * ktaps];
+            for (size_t j = 0; j < L; ++j) a[co][j] += wv * v[j];
+          }
+        }
+      }
+    }
+    for (size_t co = 0; co < CO; ++co) std::memcpy(acc + co * ow + x0, a[co], n * sizeof(float));
+  }
+}
+
+// A direct conv for few output channels (stride 1, dilation 1, one group, f32). Im2col + GEMM
+// makes a GEMM of c_out rows (3x3 64 -> 4 at 512² ran at 8 GFLOP/s); here each input row is
+// read once per tap for all output channels, whose sums stay in registers. An output's bits do
+// not depend on where the image ends (tiles give the whole image's bits).
+bool conv2d_direct_few_outputs(const ConvGeom& g, const float* in, const float* ker, const float* bias,
+                               std::optional<UnaryOp> act, float* out) {
+  constexpr size_t kMaxOut = 8;
+  if (g.c_out > kMaxOut || g.groups != 1 || g.s_h != 1 || g.s_w != 1 || g.d_h != 1 || g.d_w != 1)
+    return false;
+  const size_t cin = g.c_in, cout = g.c_out, ow = g.ow, oh = g.oh, ohw = oh * ow;
+  const auto ih = static_cast<ptrdiff_t>(g.ih), iw = static_cast<ptrdiff_t>(g.iw);
+  const auto ph = static_cast<ptrdiff_t>(g.pad_h), pw = static_cast<ptrdiff_t>(g.pad_w);
+  const size_t rows = g.b * oh;
+  const double macs = double(g.b) * double(cout) * double(ohw) * double(cin * g.kh * g.kw);
+  const size_t grain = macs < kParallelMacs ? rows : 1;
+  parallel_for(rows, grain, [&](size_t r0, size_t r1) {
+    std::vector<float> acc(cout * ow);
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t bi = r / oh, y = r % oh;
+      const float* in_b = in + bi * cin * g.ih * g.iw;
+      switch (cout) {
+        case 1: direct_row<1>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
+        case 2: direct_row<2>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
+        case 3: direct_row<3>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
+        case 4: direct_row<4>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
+        case 5: direct_row<5>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
+        case 6: direct_row<6>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
+        case 7: direct_row<7>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
+        default: direct_row<8>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
+      }
+      for (size_t co = 0; co < cout; ++co) {
+        float* dst = out + (bi * cout + co) * ohw + y * ow;
+        std::memcpy(dst, acc.data() + co * ow, ow * sizeof(float));
+        epilogue(dst, ow, bias ? bias[co] : 0.0f, bias != nullptr, act);
+      }
+    }
+  });
+  return true;
+}
+
 // A conv with few output channels (the 64 -> 4 growth convs of a residual dense block) makes
 // thin GEMMs (M = c_out) in im2col form: 3x3 64 -> 4 at 512x512 ran at 8 GFLOP/s. Run it as
 // Winograd on the kernel padded with zero output channels to 16, into a scratch map whose
@@ -319,6 +406,7 @@ StoragePtr run_conv(const CpuStorage& input, const Layout& l, const BackendStora
     const A* bias_p = bias.empty() ? nullptr : bias.data();
     if constexpr (std::is_same_v<T, float>) {
       if (conv2d_winograd_f32(g, in, ker, bias_p, act, o)) return out;
+      if (conv2d_direct_few_outputs(g, in, ker, bias_p, act, o)) return out;
       if (conv2d_winograd_few_outputs(g, in, ker, bias_p, act, o)) return out;
     }
     if constexpr (std::is_same_v<A, T>) {

@@ -9,6 +9,7 @@
 #include "candle/utils.h"
 #include "core/backprop_op.h"
 #include "ops/conv_backward.h"
+#include "ops/conv_grad.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -178,7 +179,9 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
                             std::optional<UnaryOp> activation) const {
   const char* op = bias || activation ? "conv2d_fused" : "conv2d";
   check_conv(*this, kernel, 2, padding, stride, dilation, groups, op);
-  if ((bias || activation) && (track_op() || kernel.track_op() || (bias && bias->track_op()))) {
+  const bool tracked = track_op() || kernel.track_op() || (bias && bias->track_op());
+  const bool relu_or_none = !activation || *activation == UnaryOp::Relu;
+  if ((bias || activation) && tracked && !relu_or_none) {
     // differentiable: the unfused chain conv2d -> broadcast_add -> activation, each op
     // recording its node (same values for f32/f64; f16/bf16 round between the steps)
     if (bias) {
@@ -212,7 +215,26 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
   const Shape out{p.b_size, p.c_out, p.out_h(), p.out_w()};
   Tensor y = ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out,
                               dtype(), device());
-  if (bias || activation) return y;  // (untracked here: the tracked case took the unfused chain)
+  if (bias || activation) {
+    // bias and/or relu, fused in the forward and in one backward node: the relu's mask comes
+    // from the output (relu(z) > 0 exactly where z > 0), the bias gradient from a per-channel
+    // sum (ops::grad::conv_bias_grad), then the conv's own gradients
+    const bool relu = activation.has_value();
+    auto backward = CANDLE_BACKWARD(padding, stride, dilation, groups, relu) {
+      const Tensor& x = in[0];
+      const Tensor& w = in[1];
+      Tensor gz = g;
+      if (relu) {
+        Tensor zero = Tensor::zeros(Shape{}, g.dtype(), g.device()).broadcast_as(g.shape());
+        gz = out.gt(Scalar(0.0)).where_cond(g, zero);
+      }
+      if (x.track_op()) gi[0] = autograd::conv2d_grad_input(gz, x, w, padding, stride, dilation, groups);
+      if (w.track_op()) gi[1] = autograd::conv2d_grad_kernel(gz, x, w, padding, stride, dilation, groups);
+      if (in.size() > 2 && in[2].track_op()) gi[2] = ops::grad::conv_bias_grad(gz);
+    };
+    if (bias) return autograd::record(std::move(y), op, std::move(backward), *this, kernel, *bias);
+    return autograd::record(std::move(y), op, std::move(backward), *this, kernel);
+  }
   return autograd::record(
       std::move(y), "conv2d",
       CANDLE_BACKWARD(padding, stride, dilation, groups) {

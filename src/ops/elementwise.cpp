@@ -43,7 +43,9 @@ Tensor unary_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& g)
       return g.mul(cdf.add(x.mul(pdf)));
     }
     case UnaryOp::Erf: return g.mul(x.sqr().neg().exp().affine(2.0 / std::sqrt(kPi), 0.0));
-    case UnaryOp::Relu: return g.mul(x.gt(Scalar(0.0)).to_dtype(x.dtype()));
+    case UnaryOp::Relu:
+      return x.gt(Scalar(0.0))
+          .where_cond(g, Tensor::zeros(Shape{}, g.dtype(), g.device()).broadcast_as(g.shape()));
     case UnaryOp::Silu: {
       // s (1 + x (1 - s)), s = sigmoid(x)
       Tensor s = x.sigmoid();

@@ -557,4 +557,18 @@ TEST(ConvWinograd, strided_views_give_identical_bytes) {
 }
 
 }  // namespace
+// Few output channels (<= 8, f32, stride 1) take the direct kernel: every count, kernel size,
+// padding and row width (below, at and past its 16-wide blocks), against the reference.
+TEST(ConvDirectFewOutputs, MatchesTheReference) {
+  for (size_t co : {1, 3, 4, 8}) {
+    for (auto [k, pad, w] :
+         std::vector<std::array<size_t, 3>>{{3, 1, 7}, {3, 0, 16}, {5, 2, 37}, {1, 0, 20}, {3, 2, 33}}) {
+      Tensor x = randn({2, 5, 9, w});
+      Tensor kern = randn({co, 5, k, k});
+      std::vector<float> got = x.conv2d(kern, pad, 1, 1, 1).flatten_to_vec<float>();
+      expect_near_vec(got, ref_conv2d(x, kern, pad, 1, 1, 1), 1e-4f);
+    }
+  }
+}
+
 }  // namespace candle

@@ -219,6 +219,15 @@ TEST(GradFd, Conv2dFusedBiasRelu) {
   check_fd([](const V& a) { return a[0].conv2d_fused(a[1], a[2], 1, 1, 1, 1, UnaryOp::Silu); },
            {u({1, 2, 4, 4}, 170), u({3, 2, 3, 3}, 171), u({3}, 172)});
 }
+// bias + relu and bias alone take the fused node (relu mask from the output, per-channel bias sum)
+TEST(GradFd, Conv2dFusedBiasReluNode) {
+  check_fd([](const V& a) { return a[0].conv2d_fused(a[1], a[2], 1, 1, 1, 1, UnaryOp::Relu); },
+           {u({2, 2, 5, 4}, 177), u({3, 2, 3, 3}, 178), u({3}, 179)});
+}
+TEST(GradFd, Conv2dFusedBiasOnlyStrided) {
+  check_fd([](const V& a) { return a[0].conv2d_fused(a[1], a[2], 0, 2, 1, 1, std::nullopt); },
+           {u({1, 3, 7, 6}, 180), u({2, 3, 2, 2}, 181), u({2}, 182)});
+}
 TEST(GradFd, ConvTranspose1d) {
   check_fd([](const V& a) { return a[0].conv_transpose1d(a[1], 1, 1, 2, 1, 1); },
            {u({2, 3, 5}, 173), u({3, 2, 3}, 174)});
