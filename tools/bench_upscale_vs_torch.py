@@ -197,7 +197,7 @@ if __name__ == "__main__":
                                           os.path.join(tmp, "out.png")], env)
                 if rc != 0:
                     raise SystemExit("candle-upscale failed: " + err)
-                m = re.search(r"network ([0-9.]+) s[^)]*\), peak memory ([0-9.]+) MiB", err)
+                m = re.search(r"\(network ([0-9.]+) s[^)\n]*\), peak memory ([0-9.]+) MiB", err)  # the summary line
                 ours, rss = float(m.group(1)), float(m.group(2))
             theirs = "skipped"
             if not args.skip_torch:

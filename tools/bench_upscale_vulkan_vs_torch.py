@@ -52,7 +52,7 @@ def candle_time(args, model, scale, image, out):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"rc {p.returncode}"
-    m = re.search(r"network ([0-9.]+) s", p.stderr)
+    m = re.search(r"\(network ([0-9.]+) s", p.stderr)  # the summary line (best run), not "run 1"
     return float(m.group(1)), f"process {time.perf_counter() - t0:.1f} s"
 
 
