@@ -707,6 +707,14 @@ TEST(MatmulFirstCall, GemmTileExactDoesNotDependOnTheColumnCount) {
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) diff += std::memcmp(&c[i * n + j], &ref[i * nmax + off + j], 4) != 0;
       EXPECT_EQ(diff, 0u) << "n " << n << " offset " << off << " (GEMM " << candle::blas_name() << ")";
+      // the built-in GEMM (Winograd's small layers) has the same property
+      std::vector<float> cb(m * n), rb(m * nmax);
+      candle::cpu::gemm_builtin(m, nmax, k, {a.data(), k, 1}, {b.data(), nmax, 1}, rb.data(), nmax, false);
+      candle::cpu::gemm_builtin(m, n, k, {a.data(), k, 1}, {b.data() + off, nmax, 1}, cb.data(), n, false);
+      size_t diff_b = 0;
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) diff_b += std::memcmp(&cb[i * n + j], &rb[i * nmax + off + j], 4) != 0;
+      EXPECT_EQ(diff_b, 0u) << "built-in GEMM, n " << n << " offset " << off;
     }
   }
 }
