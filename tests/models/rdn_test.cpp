@@ -117,6 +117,26 @@ TEST(RdnModel, MatchesUpscalerJsSampleX4) {
   check_sample(4);
 }
 
+// Built from Vars, the network is trainable: the upsample stays unfused (the phase conv's weights
+// are derived values) and every weight, the SR conv after the upsample included, gets a gradient.
+TEST(RdnModel, BuiltFromVarsEveryWeightGetsAGradient) {
+  safetensors::MmapedSafetensors st(kModels + "x2.safetensors");
+  std::unordered_map<std::string, Tensor> weights;
+  std::vector<Var> vars;
+  for (const auto& name : st.names()) {
+    Var v = Var::from_tensor(st.load(name, Device::cpu()));
+    vars.push_back(v);
+    weights.emplace(name, v.as_tensor());
+  }
+  Rdn net(weights, st.metadata().at("topology"), Device::cpu());
+  Tensor x = Tensor::rand(0.0, 255.0, {1, 3, 9, 7}, DType::F32, Device::cpu());
+  GradStore grads = net.forward_raw(x).abs().mean_all().backward();
+  for (const Var& v : vars) EXPECT_TRUE(grads.get(v.as_tensor()).has_value());
+  auto sr = grads.get(weights.at("SR.weight"));
+  ASSERT_TRUE(sr.has_value());
+  EXPECT_GT(sr->abs().sum_all().to_scalar<float>(), 0.0f);
+}
+
 TEST(RdnModel, ForwardClampsAndRounds) {
   SKIP_WITHOUT_CONV2D();
   Rdn net = Rdn::load(kModels + "x2.safetensors", Device::cpu());
