@@ -28,6 +28,7 @@
 
 #include "candle/backend.h"
 #include "cpu/parallel.h"
+#include "cpu/resize_index.h"
 #include "cpu/strided.h"
 
 namespace candle {
@@ -89,52 +90,6 @@ StoragePtr per_plane(const CpuStorage& gs, const Layout& gl, size_t planes, size
     });
     return out;
   });
-}
-
-// The forward's nearest mapping: floor(dst * in / out), exact.
-std::vector<size_t> nearest_src(size_t in, size_t out) {
-  std::vector<size_t> idx(out);
-  for (size_t i = 0; i < out; ++i) {
-    const auto q = static_cast<unsigned __int128>(i) * in / out;
-    idx[i] = std::min<size_t>(in - 1, static_cast<size_t>(q));
-  }
-  return idx;
-}
-
-struct Taps {
-  std::vector<size_t> i0, i1;
-  std::vector<double> l0, l1;
-};
-
-// The forward's bilinear taps (src/cpu/pool.cpp linear_taps).
-Taps bilinear_taps(size_t in, size_t out, bool align_corners, std::optional<double> scale_factor) {
-  double scale;
-  if (in == out) {
-    scale = 1.0;
-  } else if (align_corners) {
-    scale = out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-  } else if (scale_factor) {
-    scale = 1.0 / *scale_factor;
-  } else {
-    scale = static_cast<double>(in) / static_cast<double>(out);
-  }
-  Taps t;
-  t.i0.resize(out);
-  t.i1.resize(out);
-  t.l0.resize(out);
-  t.l1.resize(out);
-  for (size_t o = 0; o < out; ++o) {
-    const double d = static_cast<double>(o);
-    double src = align_corners ? scale * d : scale * (d + 0.5) - 0.5;
-    src = std::max(src, 0.0);
-    const size_t i0 = std::min(static_cast<size_t>(std::floor(src)), in - 1);
-    const double l1 = std::clamp(src - static_cast<double>(i0), 0.0, 1.0);
-    t.i0[o] = i0;
-    t.i1[o] = std::min(i0 + 1, in - 1);
-    t.l1[o] = l1;
-    t.l0[o] = 1.0 - l1;
-  }
-  return t;
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -356,8 +311,8 @@ StoragePtr nearest_grad(const CpuStorage& s, const Layout& g_l, size_t b, size_t
   if ((in_h == 0 || in_w == 0) && out_h * out_w != 0) {
     throw Error(ErrorKind::Internal, std::string(op) + ": empty input with a non-empty output");
   }
-  const std::vector<size_t> hi = in_h ? cpu::nearest_src(in_h, out_h) : std::vector<size_t>{};
-  const std::vector<size_t> wi = in_w ? cpu::nearest_src(in_w, out_w) : std::vector<size_t>{};
+  const std::vector<size_t> hi = in_h ? cpu::nearest_indices(in_h, out_h) : std::vector<size_t>{};
+  const std::vector<size_t> wi = in_w ? cpu::nearest_indices(in_w, out_w) : std::vector<size_t>{};
   return cpu::per_plane(s, g_l, b * c, in_h * in_w, out_h * out_w, op,
                         [&]<typename T, typename C>(size_t, C* dx, const C* gy, cpu::PlaneScratch<C>&) {
                           for (size_t y = 0; y < out_h; ++y) {
@@ -396,8 +351,8 @@ StoragePtr CpuStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, 
     if (out->elem_count()) copy_strided_src(*out, 0, g_l);
     return out;
   }
-  const cpu::Taps th = in_h ? cpu::bilinear_taps(in_h, out_h, align_corners, scale_h) : cpu::Taps{};
-  const cpu::Taps tw = in_w ? cpu::bilinear_taps(in_w, out_w, align_corners, scale_w) : cpu::Taps{};
+  const cpu::LinearTaps th = in_h ? cpu::linear_taps(in_h, out_h, align_corners, scale_h) : cpu::LinearTaps{};
+  const cpu::LinearTaps tw = in_w ? cpu::linear_taps(in_w, out_w, align_corners, scale_w) : cpu::LinearTaps{};
   return cpu::per_plane(*this, g_l, b * c, in_h * in_w, out_h * out_w, op,
                         [&]<typename T, typename C>(size_t, C* dx, const C* gy, cpu::PlaneScratch<C>& s) {
                           s.a.resize(2 * out_w);

@@ -13,7 +13,7 @@
 //    row, left to right, in f32 for the 16/8-bit floats) by k_h * k_w; max propagates NaN as
 //    PyTorch does (candle's CPU kernel skips a NaN that is not the first window element: a
 //    bug we do not copy);
-//  - nearest: src = floor(dst * in / out) exactly (see nearest_indices for candle's f64 slip);
+//  - nearest: src = floor(dst * in / out) exactly (see cpu/resize_index.h for candle's f64 slip);
 //  - bilinear: PyTorch's area_pixel_compute_source_index; the scale is (in - 1) / (out - 1)
 //    with align_corners, else 1 / scale_factor when given, else in / out, and 1 for a dim whose
 //    size does not change (PyTorch 1.13 too). Indices and weights
@@ -34,9 +34,12 @@
 
 #include "candle/backend.h"
 #include "cpu/parallel.h"
+#include "cpu/resize_index.h"
 
 namespace candle {
 namespace {
+
+using cpu::LinearTaps;
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define CANDLE_POOL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -215,19 +218,6 @@ void pool2d_typed(const T* src, const Planes& p, std::array<size_t, 2> k, std::a
 
 // ---- nearest ---------------------------------------------------------------------------------
 
-// The source index floor(dst * in / out), in exact integer arithmetic. candle computes
-// floor(dst * (in / out)) with the ratio rounded to f64, which comes out one too small at some
-// exact multiples (in 2, out 98, dst 49 gives 0, not 1); PyTorch's 'nearest' gives the exact
-// value there (checked for in <= 64, out <= 128 by tools/gen_pool_fixtures.py), and so do we.
-std::vector<size_t> nearest_indices(size_t in, size_t out) {
-  std::vector<size_t> idx(out);
-  for (size_t i = 0; i < out; ++i) {
-    const auto q = static_cast<unsigned __int128>(i) * in / out;
-    idx[i] = std::min<size_t>(in - 1, static_cast<size_t>(q));
-  }
-  return idx;
-}
-
 // dst[i * S + j] = src[i] for j < S.
 template <typename E, size_t S>
 CANDLE_POOL_CLONES void replicate(const E* __restrict src, size_t n, E* __restrict dst) {
@@ -274,8 +264,8 @@ constexpr size_t kStreamBytes = size_t{64} << 20;
 // Nearest resizing of `p` to (out_h, out_w); E is an unsigned type of the element's size.
 template <typename E>
 void nearest_typed(const E* src, const Planes& p, size_t out_h, size_t out_w, E* dst) {
-  const std::vector<size_t> hidx = nearest_indices(p.h, out_h);
-  const std::vector<size_t> widx = nearest_indices(p.w, out_w);
+  const std::vector<size_t> hidx = cpu::nearest_indices(p.h, out_h);
+  const std::vector<size_t> widx = cpu::nearest_indices(p.w, out_w);
   // Integer upsampling factor along w on a contiguous row: widx[i] == i / s.
   size_t rep = 0;
   if (p.sw == 1 && out_w % p.w == 0) {
@@ -347,43 +337,6 @@ std::shared_ptr<CpuStorage> nearest(const CpuStorage& s, const Planes& p, size_t
 }
 
 // ---- bilinear --------------------------------------------------------------------------------
-
-struct LinearTaps {
-  std::vector<size_t> i0, i1;
-  std::vector<double> l0, l1;
-};
-
-LinearTaps linear_taps(size_t in, size_t out, bool align_corners, std::optional<double> scale_factor) {
-  double scale;
-  if (in == out) {
-    // PyTorch (1.13) maps a dim whose size does not change one to one, whatever the scale
-    // factor (in 3, scale 1.2 -> out 3 samples rows 0, 1, 2); candle does the same.
-    scale = 1.0;
-  } else if (align_corners) {
-    scale = out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-  } else if (scale_factor) {
-    scale = 1.0 / *scale_factor;
-  } else {
-    scale = static_cast<double>(in) / static_cast<double>(out);
-  }
-  LinearTaps t;
-  t.i0.resize(out);
-  t.i1.resize(out);
-  t.l0.resize(out);
-  t.l1.resize(out);
-  for (size_t o = 0; o < out; ++o) {
-    const double d = static_cast<double>(o);
-    double src = align_corners ? scale * d : scale * (d + 0.5) - 0.5;
-    src = std::max(src, 0.0);
-    const size_t i0 = std::min(static_cast<size_t>(std::floor(src)), in - 1);
-    const double l1 = std::clamp(src - static_cast<double>(i0), 0.0, 1.0);
-    t.i0[o] = i0;
-    t.i1[o] = std::min(i0 + 1, in - 1);
-    t.l1[o] = l1;
-    t.l0[o] = 1.0 - l1;
-  }
-  return t;
-}
 
 // One source row interpolated along w: dst[o] = r[w0[o]] * lw0[o] + r[w1[o]] * lw1[o].
 template <typename A>
@@ -506,12 +459,56 @@ StoragePtr CpuStorage::upsample_bilinear2d(const Layout& l, size_t out_h, size_t
     throw Error(ErrorKind::InvalidArgument,
                 std::string(op) + ": cannot resize an empty input to a non-empty output");
   }
-  const LinearTaps th = linear_taps(p.h, out_h, align_corners, scale_h);
-  const LinearTaps tw = linear_taps(p.w, out_w, align_corners, scale_w);
+  const cpu::LinearTaps th = cpu::linear_taps(p.h, out_h, align_corners, scale_h);
+  const cpu::LinearTaps tw = cpu::linear_taps(p.w, out_w, align_corners, scale_w);
   dispatch_float(dtype_, op, [&]<typename T>() {
     bilinear_typed<T>(data<T>(), p, out_h, out_w, th, tw, out->data<T>());
   });
   return out;
 }
 
+namespace cpu {
+
+std::vector<size_t> nearest_indices(size_t in, size_t out) {
+  std::vector<size_t> idx(out);
+  for (size_t i = 0; i < out; ++i) {
+    const auto q = static_cast<unsigned __int128>(i) * in / out;
+    idx[i] = std::min<size_t>(in - 1, static_cast<size_t>(q));
+  }
+  return idx;
+}
+
+LinearTaps linear_taps(size_t in, size_t out, bool align_corners, std::optional<double> scale_factor) {
+  double scale;
+  if (in == out) {
+    // PyTorch (1.13) maps a dim whose size does not change one to one, whatever the scale
+    // factor (in 3, scale 1.2 -> out 3 samples rows 0, 1, 2); candle does the same.
+    scale = 1.0;
+  } else if (align_corners) {
+    scale = out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  } else if (scale_factor) {
+    scale = 1.0 / *scale_factor;
+  } else {
+    scale = static_cast<double>(in) / static_cast<double>(out);
+  }
+  LinearTaps t;
+  t.i0.resize(out);
+  t.i1.resize(out);
+  t.l0.resize(out);
+  t.l1.resize(out);
+  for (size_t o = 0; o < out; ++o) {
+    const double d = static_cast<double>(o);
+    double src = align_corners ? scale * d : scale * (d + 0.5) - 0.5;
+    src = std::max(src, 0.0);
+    const size_t i0 = std::min(static_cast<size_t>(std::floor(src)), in - 1);
+    const double l1 = std::clamp(src - static_cast<double>(i0), 0.0, 1.0);
+    t.i0[o] = i0;
+    t.i1[o] = std::min(i0 + 1, in - 1);
+    t.l1[o] = l1;
+    t.l0[o] = 1.0 - l1;
+  }
+  return t;
+}
+
+}  // namespace cpu
 }  // namespace candle

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/resize_index.h"
 #include "storage.h"
 
 namespace candle::vk_backend {
@@ -83,12 +84,9 @@ StoragePtr pool(const VulkanStorage& x, const Layout& l, std::array<size_t, 2> k
   return run_resize(x, l, kn.c_str(), p, oh, ow, pc, nullptr);
 }
 
-// floor(o * in / out), clamped to in - 1: the CPU's nearest_indices.
+// The CPU's source indices (cpu/resize_index.h), as a u32 table.
 void nearest_table(size_t in, size_t out, std::vector<uint32_t>& t) {
-  for (size_t i = 0; i < out; ++i) {
-    const auto q = static_cast<unsigned __int128>(i) * in / out;
-    t.push_back(static_cast<uint32_t>(std::min<size_t>(in - 1, static_cast<size_t>(q))));
-  }
+  for (size_t i : cpu::nearest_indices(in, out)) t.push_back(static_cast<uint32_t>(i));
 }
 
 StoragePtr nearest(const VulkanStorage& x, const Layout& l, size_t oh, size_t ow) {
@@ -104,28 +102,15 @@ StoragePtr nearest(const VulkanStorage& x, const Layout& l, size_t oh, size_t ow
   return run_resize(x, l, kn.c_str(), p, oh, ow, pc, tab.get());
 }
 
-// The CPU's linear_taps (src/cpu/pool.cpp): i0, i1, bits of the f32 weights l0, l1 per output.
+// The CPU's linear taps (cpu/resize_index.h): i0, i1, bits of the f32 weights l0, l1 per output.
 void linear_table(size_t in, size_t out, bool align_corners, std::optional<double> scale_factor,
                   std::vector<uint32_t>& t) {
-  double scale;
-  if (in == out)
-    scale = 1.0;
-  else if (align_corners)
-    scale = out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-  else if (scale_factor)
-    scale = 1.0 / *scale_factor;
-  else
-    scale = static_cast<double>(in) / static_cast<double>(out);
+  const cpu::LinearTaps taps = cpu::linear_taps(in, out, align_corners, scale_factor);
   for (size_t o = 0; o < out; ++o) {
-    const double d = static_cast<double>(o);
-    double src = align_corners ? scale * d : scale * (d + 0.5) - 0.5;
-    src = std::max(src, 0.0);
-    const size_t i0 = std::min(static_cast<size_t>(std::floor(src)), in - 1);
-    const double l1 = std::clamp(src - static_cast<double>(i0), 0.0, 1.0);
-    t.push_back(static_cast<uint32_t>(i0));
-    t.push_back(static_cast<uint32_t>(std::min(i0 + 1, in - 1)));
-    t.push_back(f32_bits(static_cast<float>(1.0 - l1)));
-    t.push_back(f32_bits(static_cast<float>(l1)));
+    t.push_back(static_cast<uint32_t>(taps.i0[o]));
+    t.push_back(static_cast<uint32_t>(taps.i1[o]));
+    t.push_back(f32_bits(static_cast<float>(taps.l0[o])));
+    t.push_back(f32_bits(static_cast<float>(taps.l1[o])));
   }
 }
 
