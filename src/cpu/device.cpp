@@ -2,10 +2,48 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <type_traits>
 
 #include "candle/backend.h"
+#include "cpu/random.h"
 
 namespace candle {
+
+namespace cpu {
+
+std::shared_ptr<CpuStorage> draw_uniform(std::mt19937_64& rng, DType dtype, size_t n, double lo, double up) {
+  auto out = CpuStorage::alloc(dtype, n);
+  dispatch_float(dtype, "rand", [&]<typename T>() {
+    T* d = out->data<T>();
+    if constexpr (std::is_same_v<T, double>) {
+      std::uniform_real_distribution<double> dist(lo, up);
+      for (size_t i = 0; i < n; ++i) d[i] = dist(rng);
+    } else {
+      std::uniform_real_distribution<float> dist(static_cast<float>(lo), static_cast<float>(up));
+      for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng));
+    }
+  });
+  return out;
+}
+
+std::shared_ptr<CpuStorage> draw_normal(std::mt19937_64& rng, DType dtype, size_t n, double mean,
+                                        double stddev) {
+  auto out = CpuStorage::alloc(dtype, n);
+  dispatch_float(dtype, "randn", [&]<typename T>() {
+    T* d = out->data<T>();
+    if constexpr (std::is_same_v<T, double>) {
+      std::normal_distribution<double> dist(mean, stddev);
+      for (size_t i = 0; i < n; ++i) d[i] = dist(rng);
+    } else {
+      std::normal_distribution<float> dist(static_cast<float>(mean), static_cast<float>(stddev));
+      for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng));
+    }
+  });
+  return out;
+}
+
+}  // namespace cpu
+
 namespace {
 
 class CpuDevice final : public BackendDevice {
@@ -24,34 +62,12 @@ class CpuDevice final : public BackendDevice {
     rng_.seed(seed);
   }
   StoragePtr rand_uniform(DType dtype, size_t n, double lo, double up) override {
-    auto out = CpuStorage::alloc(dtype, n);
     std::lock_guard lock(mu_);
-    dispatch_float(dtype, "rand", [&]<typename T>() {
-      T* d = out->data<T>();
-      if constexpr (std::is_same_v<T, double>) {
-        std::uniform_real_distribution<double> dist(lo, up);
-        for (size_t i = 0; i < n; ++i) d[i] = dist(rng_);
-      } else {
-        std::uniform_real_distribution<float> dist(static_cast<float>(lo), static_cast<float>(up));
-        for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng_));
-      }
-    });
-    return out;
+    return cpu::draw_uniform(rng_, dtype, n, lo, up);
   }
   StoragePtr rand_normal(DType dtype, size_t n, double mean, double stddev) override {
-    auto out = CpuStorage::alloc(dtype, n);
     std::lock_guard lock(mu_);
-    dispatch_float(dtype, "randn", [&]<typename T>() {
-      T* d = out->data<T>();
-      if constexpr (std::is_same_v<T, double>) {
-        std::normal_distribution<double> dist(mean, stddev);
-        for (size_t i = 0; i < n; ++i) d[i] = dist(rng_);
-      } else {
-        std::normal_distribution<float> dist(static_cast<float>(mean), static_cast<float>(stddev));
-        for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng_));
-      }
-    });
-    return out;
+    return cpu::draw_normal(rng_, dtype, n, mean, stddev);
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "candle/vulkan.h"
+#include "cpu/random.h"
 #include "storage.h"
 
 namespace candle::vk_backend {
@@ -67,43 +68,25 @@ void VulkanDevice::set_seed(uint64_t seed) {
 // Random numbers are drawn on the CPU (the same generator and distributions as the CPU
 // device) and uploaded: a counted round-trip.
 StoragePtr VulkanDevice::rand_uniform(DType dtype, size_t n, double lo, double up) {
-  auto cpu = CpuStorage::alloc(dtype, n);
+  std::shared_ptr<CpuStorage> host;
   {
     std::lock_guard lock(rng_mu_);
-    dispatch_float(dtype, "rand", [&]<typename T>() {
-      T* d = cpu->data<T>();
-      if constexpr (std::is_same_v<T, double>) {
-        std::uniform_real_distribution<double> dist(lo, up);
-        for (size_t i = 0; i < n; ++i) d[i] = dist(rng_);
-      } else {
-        std::uniform_real_distribution<float> dist(static_cast<float>(lo), static_cast<float>(up));
-        for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng_));
-      }
-    });
+    host = cpu::draw_uniform(rng_, dtype, n, lo, up);
   }
   note_round_trip("rand_uniform");
   count_cpu_fallback("rand_uniform");
-  return from_cpu(*cpu);
+  return from_cpu(*host);
 }
 
 StoragePtr VulkanDevice::rand_normal(DType dtype, size_t n, double mean, double stddev) {
-  auto cpu = CpuStorage::alloc(dtype, n);
+  std::shared_ptr<CpuStorage> host;
   {
     std::lock_guard lock(rng_mu_);
-    dispatch_float(dtype, "randn", [&]<typename T>() {
-      T* d = cpu->data<T>();
-      if constexpr (std::is_same_v<T, double>) {
-        std::normal_distribution<double> dist(mean, stddev);
-        for (size_t i = 0; i < n; ++i) d[i] = dist(rng_);
-      } else {
-        std::normal_distribution<float> dist(static_cast<float>(mean), static_cast<float>(stddev));
-        for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng_));
-      }
-    });
+    host = cpu::draw_normal(rng_, dtype, n, mean, stddev);
   }
   note_round_trip("rand_normal");
   count_cpu_fallback("rand_normal");
-  return from_cpu(*cpu);
+  return from_cpu(*host);
 }
 
 }  // namespace candle::vk_backend
