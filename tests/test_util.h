@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "candle/candle.h"
@@ -49,6 +52,29 @@ inline void expect_near_vec(const std::vector<float>& got, const std::vector<flo
       EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
     }
   }
+}
+
+// The bytes of t's elements in row-major order (for bit-exactness checks).
+inline std::vector<uint8_t> bytes_of(const Tensor& t) {
+  Tensor c = t.contiguous();
+  auto s = c.storage()->to_cpu();
+  const size_t es = dtype_size(c.dtype());
+  const auto* p = reinterpret_cast<const uint8_t*>(s->bytes()) + c.layout().start_offset() * es;
+  return std::vector<uint8_t>(p, p + c.elem_count() * es);
+}
+
+// fn() gives the same bytes at 1, 2 and 3 threads (then restores the default count).
+template <typename Fn>
+void expect_same_bytes_at_1_2_3_threads(Fn&& fn, const std::string& what) {
+  set_num_threads(1);
+  const auto one = bytes_of(fn());
+  set_num_threads(2);
+  const auto two = bytes_of(fn());
+  set_num_threads(3);
+  const auto three = bytes_of(fn());
+  set_num_threads(0);
+  EXPECT_TRUE(one == two) << what << ": 1 vs 2 threads";
+  EXPECT_TRUE(one == three) << what << ": 1 vs 3 threads";
 }
 
 }  // namespace candle::test_util

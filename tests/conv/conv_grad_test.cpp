@@ -16,6 +16,7 @@
 
 #include "candle/candle.h"
 #include "candle/io/safetensors.h"
+#include "test_util.h"
 
 namespace candle {
 namespace {
@@ -398,25 +399,9 @@ TEST(ConvGrad, bilinear_same_size_is_identity) {
 
 // ---- determinism -----------------------------------------------------------------------------
 
-std::vector<std::byte> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  auto s = c.storage()->to_cpu();
-  const auto* p = s->bytes() + c.layout().start_offset() * dtype_size(c.dtype());
-  return std::vector<std::byte>(p, p + c.elem_count() * dtype_size(c.dtype()));
-}
+using test_util::bytes_of;
 
-template <typename Fn>
-void expect_same_bytes_at_1_2_3_threads(Fn&& fn, const char* what) {
-  set_num_threads(1);
-  const auto one = bytes_of(fn());
-  set_num_threads(2);
-  const auto two = bytes_of(fn());
-  set_num_threads(3);
-  const auto three = bytes_of(fn());
-  set_num_threads(0);
-  EXPECT_TRUE(one == two) << what << ": 1 vs 2 threads";
-  EXPECT_TRUE(one == three) << what << ": 1 vs 3 threads";
-}
+using test_util::expect_same_bytes_at_1_2_3_threads;
 
 TEST(ConvGrad, identical_bytes_at_1_2_3_threads) {
   for (DType dt : {DType::F32, DType::F64, DType::BF16}) {

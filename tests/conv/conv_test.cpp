@@ -374,14 +374,7 @@ TEST(ConvScratch, tiny_cap_gives_same_result) {
 
 // ---- determinism -------------------------------------------------------------------------
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  const size_t n = c.elem_count() * dtype_size(c.dtype());
-  std::vector<uint8_t> v(n);
-  std::shared_ptr<CpuStorage> s = c.storage()->to_cpu();
-  std::memcpy(v.data(), s->bytes() + c.layout().start_offset() * dtype_size(c.dtype()), n);
-  return v;
-}
+using test_util::bytes_of;
 
 TEST(ConvDeterminism, same_bytes_for_1_2_3_threads) {
   struct D {

@@ -33,14 +33,7 @@ void expect_round4(const Tensor& t, const std::vector<float>& want) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1.5e-4f) << "at " << i;
 }
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  const size_t n = c.elem_count() * dtype_size(c.dtype());
-  auto cpu_storage = c.storage()->to_cpu();
-  const auto* p = reinterpret_cast<const uint8_t*>(cpu_storage->bytes()) +
-                  c.layout().start_offset() * dtype_size(c.dtype());
-  return std::vector<uint8_t>(p, p + n);
-}
+using test_util::bytes_of;
 
 // A plain reference in double: x [b, c_in, h, w], k [c_in, c_out/g, kh, kw]. A 1-D case is
 // passed with w == kw == 1 and gets no padding/stride along that axis.

@@ -25,13 +25,7 @@ const Device& cpu() {
 
 std::vector<float> f32s(const Tensor& t) { return t.to_dtype(DType::F32).flatten_to_vec<float>(); }
 
-std::vector<std::byte> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  auto s = c.storage()->to_cpu();
-  const size_t es = dtype_size(c.dtype());
-  const std::byte* p = s->bytes() + c.layout().start_offset() * es;
-  return std::vector<std::byte>(p, p + c.elem_count() * es);
-}
+using test_util::bytes_of;
 
 // Values rounded to 4 decimals, as candle's test_utils::to_vec*_round.
 std::vector<float> round4(const Tensor& t) {

@@ -5,18 +5,13 @@
 #include <functional>
 
 #include "candle/candle.h"
+#include "test_util.h"
 
 using namespace candle;
 
 namespace {
 
-std::vector<std::byte> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  auto cpu = c.storage()->to_cpu();
-  size_t es = dtype_size(c.dtype());
-  const std::byte* p = cpu->bytes() + c.layout().start_offset() * es;
-  return std::vector<std::byte>(p, p + c.elem_count() * es);
-}
+using test_util::bytes_of;
 
 struct ThreadCountGuard {
   ~ThreadCountGuard() { set_num_threads(0); }

@@ -46,13 +46,7 @@ std::vector<float> pseudo_random(size_t n, float lo, float hi, uint64_t seed) {
   return v;
 }
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  auto cpu_s = c.storage()->to_cpu();
-  size_t es = dtype_size(t.dtype());
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(cpu_s->bytes()) + c.layout().start_offset() * es;
-  return std::vector<uint8_t>(p, p + t.elem_count() * es);
-}
+using test_util::bytes_of;
 
 // A stride-0 broadcast view of t (without the shape family's broadcast_as).
 Tensor bcast(const Tensor& t, const Shape& shape) { return view(t, t.layout().broadcast_as(shape)); }

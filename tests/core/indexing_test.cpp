@@ -35,14 +35,7 @@ Tensor ids_of(const std::vector<int64_t>& v, const Shape& shape, DType dt = DTyp
 
 constexpr DType kIndexDTypes[] = {DType::U8, DType::U32, DType::I16, DType::I32, DType::I64};
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  std::vector<uint8_t> out(t.elem_count() * dtype_size(t.dtype()));
-  dispatch(t.dtype(), [&]<typename T>() {
-    std::vector<T> v = t.flatten_to_vec<T>();
-    if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
-  });
-  return out;
-}
+using test_util::bytes_of;
 
 // A tensor of pseudo-random bytes (NaN payloads and all): copies must move them unchanged.
 Tensor random_bytes(DType dt, const Shape& shape, uint32_t seed) {

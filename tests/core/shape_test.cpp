@@ -27,12 +27,7 @@ Tensor arange_f32(size_t n) { return Tensor::arange(0.f, static_cast<float>(n), 
 Tensor arange_u32(uint32_t a, uint32_t b) { return Tensor::arange(a, b, cpu()); }
 
 // The bytes of t's elements in row-major order.
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor c = t.copy();
-  auto s = c.storage()->to_cpu();
-  auto* p = reinterpret_cast<const uint8_t*>(s->bytes());
-  return std::vector<uint8_t>(p, p + c.elem_count() * dtype_size(c.dtype()));
-}
+using test_util::bytes_of;
 
 // A tensor of `dtype` whose element i has the bytes (seed + 31 * i + b) for byte b: every
 // element differs, and float patterns include NaNs, which must be copied bit for bit.

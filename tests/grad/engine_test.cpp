@@ -10,6 +10,7 @@
 #include "candle/utils.h"
 #include "candle/var.h"
 #include "core/tensor_impl.h"
+#include "test_util.h"
 
 using namespace candle;
 
@@ -20,13 +21,7 @@ const Device& cpu() {
   return d;
 }
 
-std::vector<std::byte> bytes_of(const Tensor& t) {
-  Tensor c = t.contiguous();
-  auto s = c.storage()->to_cpu();
-  const size_t es = dtype_size(c.dtype());
-  const std::byte* p = s->bytes() + c.layout().start_offset() * es;
-  return std::vector<std::byte>(p, p + c.elem_count() * es);
-}
+using test_util::bytes_of;
 
 struct ThreadCountGuard {
   ~ThreadCountGuard() { set_num_threads(0); }
@@ -175,12 +170,12 @@ TEST(GradEngine, ConvNetGradientsSameBytesForAnyThreadCount) {
   dev.set_seed(3);
   Tensor x = Tensor::randn(0.0, 1.0, {2, 3, 96, 96}, DType::F32, dev);
   Tensor target = Tensor::randn(0.0, 1.0, {2, 4, 96, 96}, DType::F32, dev);
-  std::vector<std::vector<std::byte>> ref;
+  std::vector<std::vector<uint8_t>> ref;
   for (size_t threads : {1, 2, 3}) {
     set_num_threads(threads);
     SmallNet net(dev);
     GradStore gs = net.loss(x, target).backward();
-    std::vector<std::vector<std::byte>> got;
+    std::vector<std::vector<uint8_t>> got;
     for (const Var* v : net.vars()) {
       auto g = gs.get(*v);
       ASSERT_TRUE(g.has_value());
