@@ -357,17 +357,14 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
     // fuse a nearest upsample into the conv that is its only consumer
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (nodes[i].op != Op::Upsample || consumers[i] != 1) continue;
-      // trainable weights (Vars) keep the plain, differentiable upsample + conv
-      bool trainable = false;
-      for (size_t j = i + 1; j < nodes.size(); ++j)
-        if (nodes[j].op == Op::Conv && nodes[j].inputs[0] == i) trainable = nodes[j].weight.track_op();
-      if (trainable) continue;
       for (size_t j = i + 1; j < nodes.size(); ++j) {
-        if (nodes[j].op == Op::Conv && nodes[j].inputs[0] == i) {
+        if (nodes[j].op != Op::Conv || nodes[j].inputs[0] != i) continue;
+        // trainable weights (Vars) keep the plain, differentiable upsample + conv
+        if (!nodes[j].weight.track_op()) {
           Impl::fuse_upsample(nodes[j], nodes[i].up_h, nodes[i].up_w, device);
           nodes[i].fused = true;
-          break;
         }
+        break;
       }
     }
     // liveness and the activation bytes per input pixel at the peak
