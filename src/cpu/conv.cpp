@@ -19,6 +19,7 @@
 #include "candle/utils.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm.h"
+#include "cpu/im2col.h"
 #include "cpu/parallel.h"
 #include "cpu/unary_ops.h"
 
@@ -36,72 +37,6 @@ constexpr size_t kMinCols = 128;
 // Below this many multiply-adds a conv runs on the calling thread (waking the pool costs more).
 constexpr double kParallelMacs = double(1 << 21);
 
-template <typename A, typename S>
-inline A to_acc(S v) {
-  if constexpr (std::is_same_v<A, S>)
-    return v;
-  else
-    return static_cast<A>(static_cast<float>(v));
-}
-
-// Copies n values of a source row (source stride `step`) into the panel, converting.
-template <typename S, typename A>
-inline void copy_run(const S* src, size_t step, size_t n, A* dst) {
-  if (step == 1) {
-    if constexpr (std::is_same_v<S, A>) {
-      std::memcpy(dst, src, n * sizeof(A));
-    } else {
-      for (size_t i = 0; i < n; ++i) dst[i] = to_acc<A>(src[i]);
-    }
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = to_acc<A>(src[i * step]);
-  }
-}
-
-// The im2col panel of output positions [p0, p1) (flattened oy * ow + ox) for one image and
-// group: row r = (ci * kh + ky) * kw + kx, column p - p0, rows `ld` apart (default p1 - p0).
-// `in` points at the group's first input channel of the image.
-template <typename S, typename A>
-void im2col_block(const ConvGeom& g, const S* in, size_t p0, size_t p1, A* panel, size_t ld = 0) {
-  const size_t n = ld ? ld : p1 - p0;
-  const size_t cin = g.cin_g();
-  const auto ih = static_cast<ptrdiff_t>(g.ih), iw = static_cast<ptrdiff_t>(g.iw);
-  for (size_t ci = 0; ci < cin; ++ci) {
-    const S* chan = in + ci * g.ih * g.iw;
-    for (size_t ky = 0; ky < g.kh; ++ky) {
-      for (size_t kx = 0; kx < g.kw; ++kx) {
-        A* dst = panel + ((ci * g.kh + ky) * g.kw + kx) * n;
-        const ptrdiff_t off_x = static_cast<ptrdiff_t>(kx * g.d_w) - static_cast<ptrdiff_t>(g.pad_w);
-        const auto sw = static_cast<ptrdiff_t>(g.s_w);
-        // output columns whose input column is inside the image: [lo, hi)
-        const ptrdiff_t lo_all = off_x >= 0 ? 0 : (-off_x + sw - 1) / sw;
-        const ptrdiff_t hi_all = iw - off_x <= 0 ? 0 : (iw - off_x + sw - 1) / sw;
-        size_t p = p0;
-        while (p < p1) {
-          const size_t oy = p / g.ow, ox0 = p - oy * g.ow;
-          const size_t ox1 = std::min(g.ow, ox0 + (p1 - p));
-          A* d = dst + (p - p0);
-          const ptrdiff_t iy =
-              static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
-          if (iy < 0 || iy >= ih) {
-            std::fill(d, d + (ox1 - ox0), A(0));
-          } else {
-            const S* row = chan + iy * iw;
-            const auto lo =
-                static_cast<size_t>(std::clamp<ptrdiff_t>(lo_all, ptrdiff_t(ox0), ptrdiff_t(ox1)));
-            const auto hi = static_cast<size_t>(std::clamp<ptrdiff_t>(hi_all, ptrdiff_t(lo), ptrdiff_t(ox1)));
-            std::fill(d, d + (lo - ox0), A(0));
-            if (hi > lo) {
-              copy_run(row + (static_cast<ptrdiff_t>(lo) * sw + off_x), g.s_w, hi - lo, d + (lo - ox0));
-            }
-            std::fill(d + (hi - ox0), d + (ox1 - ox0), A(0));
-          }
-          p += ox1 - ox0;
-        }
-      }
-    }
-  }
-}
 
 template <typename A>
 void epilogue(A* x, size_t n, A bias, bool has_bias, std::optional<UnaryOp> act) {
@@ -139,7 +74,7 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
     ker = ker_t;
   } else {
     ker_conv.resize(g.c_out * kdim);
-    for (size_t i = 0; i < ker_conv.size(); ++i) ker_conv[i] = to_acc<A>(ker_t[i]);
+    for (size_t i = 0; i < ker_conv.size(); ++i) ker_conv[i] = im2col_detail::convert<A>(ker_t[i]);
     ker = ker_conv.data();
   }
 
@@ -177,7 +112,7 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
         const T* in_g = in + (bi * g.c_in + grp * cin_g) * ihw;
         MatRef<A> bmat;
         if (need_panel) {
-          im2col_block(g, in_g, p0, p1, s.panel.get());
+          im2col(g, in_g, p0, p1, s.panel.get(), n);
           bmat = {s.panel.get(), n, 1};
         } else {
           bmat = {reinterpret_cast<const A*>(in_g) + p0, ihw, 1};
@@ -228,7 +163,7 @@ bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* b
       for (size_t blk = w; blk < nblocks; blk += workers) {
         const size_t b0 = blk * ipb, nb = std::min(ipb, g.b - b0), n = nb * ohw;
         for (size_t i = 0; i < nb; ++i)
-          im2col_block(g, in + (b0 + i) * g.c_in * ihw, 0, ohw, panel.get() + i * ohw, n);
+          im2col(g, in + (b0 + i) * g.c_in * ihw, 0, ohw, panel.get() + i * ohw, n);
         if constexpr (std::is_same_v<T, float>)
           gemm_tile_exact(cout, n, kdim, MatRef<T>{ker, kdim, 1}, MatRef<T>{panel.get(), n, 1}, tile.get(), n,
                           false);
@@ -407,7 +342,7 @@ StoragePtr run_conv(const CpuStorage& input, const Layout& l, const BackendStora
         std::shared_ptr<CpuStorage> b_keep;
         const T* bp = contiguous_data<T>(*bs, ep->bias_layout, b_keep);
         bias.resize(g.c_out);
-        for (size_t i = 0; i < g.c_out; ++i) bias[i] = to_acc<A>(bp[i]);
+        for (size_t i = 0; i < g.c_out; ++i) bias[i] = im2col_detail::convert<A>(bp[i]);
       }
     }
     T* o = out->template data<T>();

@@ -32,6 +32,7 @@
 #include "candle/utils.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm.h"
+#include "cpu/im2col.h"
 #include "cpu/parallel.h"
 #include "cpu/strided.h"
 
@@ -83,89 +84,6 @@ void store_as(const C* src, size_t n, T* dst) {
   parallel_for(n, kParallelGrain, [&](size_t i0, size_t i1) {
     for (size_t i = i0; i < i1; ++i) dst[i] = T(src[i]);
   });
-}
-
-// The output columns [lo, hi) of a row whose input column ox * s + off lies in [0, len).
-inline void inside(ptrdiff_t off, size_t s, size_t len, size_t& lo, size_t& hi, size_t n) {
-  const auto si = static_cast<ptrdiff_t>(s), li = static_cast<ptrdiff_t>(len);
-  const ptrdiff_t a = off >= 0 ? 0 : (-off + si - 1) / si;
-  const ptrdiff_t b = li - off <= 0 ? 0 : (li - off + si - 1) / si;
-  lo = static_cast<size_t>(std::min<ptrdiff_t>(a, static_cast<ptrdiff_t>(n)));
-  hi = static_cast<size_t>(std::clamp<ptrdiff_t>(b, static_cast<ptrdiff_t>(lo), static_cast<ptrdiff_t>(n)));
-}
-
-// The im2col panel [kdim, p1 - p0] of output positions [p0, p1) of one image and group
-// (`in`: the group's first input channel), row r at panel + r * ld.
-template <typename C>
-void im2col(const ConvGeom& g, const C* in, size_t p0, size_t p1, C* panel, size_t ld) {
-  for (size_t ci = 0; ci < g.cin_g(); ++ci) {
-    const C* chan = in + ci * g.ih * g.iw;
-    for (size_t ky = 0; ky < g.kh; ++ky) {
-      for (size_t kx = 0; kx < g.kw; ++kx) {
-        C* dst = panel + ((ci * g.kh + ky) * g.kw + kx) * ld;
-        const ptrdiff_t off_x = static_cast<ptrdiff_t>(kx * g.d_w) - static_cast<ptrdiff_t>(g.pad_w);
-        size_t lo_all, hi_all;
-        inside(off_x, g.s_w, g.iw, lo_all, hi_all, g.ow);
-        for (size_t p = p0; p < p1;) {
-          const size_t oy = p / g.ow, ox0 = p - oy * g.ow, ox1 = std::min(g.ow, ox0 + (p1 - p));
-          C* d = dst + (p - p0) - ox0;  // d[ox]
-          const ptrdiff_t iy =
-              static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
-          if (iy < 0 || iy >= static_cast<ptrdiff_t>(g.ih)) {
-            std::fill(d + ox0, d + ox1, C(0));
-          } else {
-            const size_t lo = std::clamp(lo_all, ox0, ox1), hi = std::clamp(hi_all, lo, ox1);
-            std::fill(d + ox0, d + lo, C(0));
-            const C* row = chan + static_cast<size_t>(iy) * g.iw;
-            if (g.s_w == 1 && hi - lo >= 32) {
-              std::memcpy(d + lo, row + (static_cast<ptrdiff_t>(lo) + off_x), (hi - lo) * sizeof(C));
-            } else if (g.s_w == 1) {  // short runs: a loop beats the call
-              const C* r = row + off_x;
-              for (size_t ox = lo; ox < hi; ++ox) d[ox] = r[ox];
-            } else {
-              const C* r = row + off_x;
-              for (size_t ox = lo; ox < hi; ++ox) d[ox] = r[ox * g.s_w];
-            }
-            std::fill(d + hi, d + ox1, C(0));
-          }
-          p += ox1 - ox0;
-        }
-      }
-    }
-  }
-}
-
-// The adjoint of im2col: adds the panel of positions [p0, p1) into the input image `in`.
-template <typename C>
-void col2im(const ConvGeom& g, const C* panel, size_t p0, size_t p1, size_t ci0, size_t ci1, C* in) {
-  const size_t n = p1 - p0;
-  for (size_t ci = ci0; ci < ci1; ++ci) {
-    C* chan = in + ci * g.ih * g.iw;
-    for (size_t ky = 0; ky < g.kh; ++ky) {
-      for (size_t kx = 0; kx < g.kw; ++kx) {
-        const C* src = panel + ((ci * g.kh + ky) * g.kw + kx) * n;
-        const ptrdiff_t off_x = static_cast<ptrdiff_t>(kx * g.d_w) - static_cast<ptrdiff_t>(g.pad_w);
-        size_t lo_all, hi_all;
-        inside(off_x, g.s_w, g.iw, lo_all, hi_all, g.ow);
-        for (size_t p = p0; p < p1;) {
-          const size_t oy = p / g.ow, ox0 = p - oy * g.ow, ox1 = std::min(g.ow, ox0 + (p1 - p));
-          const C* s = src + (p - p0) - ox0;  // s[ox]
-          const ptrdiff_t iy =
-              static_cast<ptrdiff_t>(oy * g.s_h + ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
-          if (iy >= 0 && iy < static_cast<ptrdiff_t>(g.ih)) {
-            const size_t lo = std::clamp(lo_all, ox0, ox1), hi = std::clamp(hi_all, lo, ox1);
-            C* r = chan + static_cast<size_t>(iy) * g.iw + off_x;
-            if (g.s_w == 1) {
-              for (size_t ox = lo; ox < hi; ++ox) r[ox] += s[ox];
-            } else {
-              for (size_t ox = lo; ox < hi; ++ox) r[ox * g.s_w] += s[ox];
-            }
-          }
-          p += ox1 - ox0;
-        }
-      }
-    }
-  }
 }
 
 // Columns per block of output positions for panels of `rows` rows: from the shape and the
@@ -289,7 +207,7 @@ void grad_input_run(const ConvGeom& g, const C* gy, const C* w, C* dx) {
       gemm(kdim, n, cout_g, a, b, panel, n, false);
       const size_t cgrain =
           inner_parallel ? kParallelGrain / std::max<size_t>(g.kh * g.kw * n, 1) + 1 : cin_g;
-      parallel_for(cin_g, cgrain, [&](size_t c0, size_t c1) { col2im(g, panel, p0, p1, c0, c1, dx_g); });
+      parallel_for(cin_g, cgrain, [&](size_t c0, size_t c1) { col2im(g, panel, p0, p1, n, c0, c1, dx_g); });
     }
   };
   if (tasks >= kMinOuterTasks && macs >= kParallelMacs) {
