@@ -37,7 +37,6 @@ constexpr size_t kMinCols = 128;
 // Below this many multiply-adds a conv runs on the calling thread (waking the pool costs more).
 constexpr double kParallelMacs = double(1 << 21);
 
-
 template <typename A>
 void epilogue(A* x, size_t n, A bias, bool has_bias, std::optional<UnaryOp> act) {
   if (has_bias) {

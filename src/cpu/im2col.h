@@ -95,8 +95,8 @@ void im2col(const ConvGeom& g, const S* __restrict in, size_t p0, size_t p1, A* 
 // channels [ci0, ci1) of the image `in`. Each input value receives its terms in the fixed order
 // (ky, kx, position), whatever the caller's split of the channels.
 template <typename C>
-void col2im(const ConvGeom& g, const C* __restrict panel, size_t p0, size_t p1, size_t ld, size_t ci0, size_t ci1,
-            C* __restrict in) {
+void col2im(const ConvGeom& g, const C* __restrict panel, size_t p0, size_t p1, size_t ld, size_t ci0,
+            size_t ci1, C* __restrict in) {
   using namespace im2col_detail;
   const size_t ihw = g.ih * g.iw;
   const auto ih = static_cast<ptrdiff_t>(g.ih);
