@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "candle/backend.h"
+#include "cpu/max2x2.h"
 #include "cpu/parallel.h"
 #include "cpu/resize_index.h"
 #include "cpu/strided.h"
@@ -115,6 +116,36 @@ CANDLE_POOLGRAD_CLONES void max_tap(const C* __restrict r, size_t sw, size_t ow,
     m[o] = std::bit_cast<C>((mb & ~mask) | (vb & mask));
     const uint32_t imask = 0u - take;
     at[o] = (at[o] & ~imask) | ((base + static_cast<uint32_t>(o * s)) & imask);
+  }
+}
+
+// The gradient of one row of 2x2 stride-2 windows tiling rows r0, r1 (f32): each window's
+// gradient g[o] goes to the element the forward picked, the other three get 0; d0, d1 are the
+// gradient rows of r0, r1, every element written.
+CANDLE_POOLGRAD_CLONES void max_2x2_grad_row(const float* __restrict r0, const float* __restrict r1,
+                                             const float* __restrict g, size_t ow, float* __restrict d0,
+                                             float* __restrict d1) {
+  using max2x2::I8;
+  using max2x2::V8;
+  size_t o = 0;
+  for (; o + 8 <= ow; o += 8) {
+    I8 k;
+    V8 m;
+    max2x2::windows(r0 + 2 * o, r1 + 2 * o, m, k);
+    V8 gv;
+    std::memcpy(&gv, g + o, sizeof(gv));
+    const V8 z{};
+    max2x2::join(k == 0 ? gv : z, k == 1 ? gv : z, d0 + 2 * o);
+    max2x2::join(k == 2 ? gv : z, k == 3 ? gv : z, d1 + 2 * o);
+  }
+  for (; o < ow; ++o) {
+    uint32_t k;
+    max2x2::window(r0 + 2 * o, r1 + 2 * o, k);
+    const float gv = g[o];
+    d0[2 * o] = k == 0 ? gv : 0.0f;
+    d0[2 * o + 1] = k == 1 ? gv : 0.0f;
+    d1[2 * o] = k == 2 ? gv : 0.0f;
+    d1[2 * o + 1] = k == 3 ? gv : 0.0f;
   }
 }
 
@@ -225,6 +256,10 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
           C* d0 = dx + 2 * oy * w;
           C* d1 = d0 + w;
           const C* g = gy + oy * ow;
+          if constexpr (std::is_same_v<T, float>) {
+            cpu::max_2x2_grad_row(r0, r1, g, ow, d0, d1);
+            continue;
+          }
           for (size_t o = 0; o < ow; ++o) {
             C mo = r0[2 * o];
             uint32_t k = 0;

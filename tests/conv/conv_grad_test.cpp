@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -348,6 +349,40 @@ TEST(ConvGrad, max_pool_ties_go_to_the_first_and_nan_wins) {
   Tensor gx = g::max_pool2d_grad(x, gy, {1, 4}, {1, 4});
   // row 0: first of the tied 5s; row 1: the later NaN (PyTorch 1.13); row 2: -inf -> first, 0s -> first 0
   EXPECT_EQ(gx.flatten_to_vec<float>(), (std::vector<float>{0, 1, 0, 0, 0, 0, 0, 10, 0, 0, 100, 0}));
+}
+
+// The 2x2 stride-2 f32 path takes eight windows at a time: wide rows with many ties and NaNs
+// (and a tail of 5 windows) against a scalar scan written here. Forward and gradient must pick
+// the same element: the first maximum, or the last NaN.
+TEST(ConvGrad, max_pool_2x2_vector_path_matches_the_scalar_rule) {
+  const size_t h = 6, w = 42, oh = h / 2, ow = w / 2, planes = 3;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xv(planes * h * w), gv(planes * oh * ow);
+  uint32_t s = 12345;
+  for (auto& v : xv) {
+    s = s * 1664525u + 1013904223u;
+    const uint32_t r = s >> 24;
+    v = r < 20 ? nan : float(r % 3) - 1.0f;  // values -1, 0, 1 (ties everywhere), ~8% NaN
+  }
+  for (size_t i = 0; i < gv.size(); ++i) gv[i] = float(i + 1);
+  std::vector<float> want_dx(xv.size(), 0.0f), want_y(gv.size());
+  for (size_t p = 0; p < planes; ++p)
+    for (size_t oy = 0; oy < oh; ++oy)
+      for (size_t ox = 0; ox < ow; ++ox) {
+        const size_t base = p * h * w + 2 * oy * w + 2 * ox;
+        const size_t cand[4] = {base, base + 1, base + w, base + w + 1};
+        size_t at = cand[0];
+        for (size_t k = 1; k < 4; ++k)
+          if (xv[cand[k]] > xv[at] || std::isnan(xv[cand[k]])) at = cand[k];
+        const size_t o = (p * oh + oy) * ow + ox;
+        want_y[o] = xv[at];
+        want_dx[at] = gv[o];
+      }
+  Tensor x = Tensor::from_vec(xv, Shape{1, planes, h, w}, Device::cpu());
+  Tensor gy = Tensor::from_vec(gv, Shape{1, planes, oh, ow}, Device::cpu());
+  EXPECT_EQ(test_util::bytes_of(x.max_pool2d(2)),
+            test_util::bytes_of(Tensor::from_vec(want_y, Shape{1, planes, oh, ow}, Device::cpu())));
+  EXPECT_EQ(g::max_pool2d_grad(x, gy, {2, 2}, {2, 2}).flatten_to_vec<float>(), want_dx);
 }
 
 // ---- resizing --------------------------------------------------------------------------------
