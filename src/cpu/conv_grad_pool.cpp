@@ -138,14 +138,18 @@ CANDLE_POOLGRAD_CLONES void max_2x2_grad_row(const float* __restrict r0, const f
     max2x2::join(k == 0 ? gv : z, k == 1 ? gv : z, d0 + 2 * o);
     max2x2::join(k == 2 ? gv : z, k == 3 ? gv : z, d1 + 2 * o);
   }
-  for (; o < ow; ++o) {
-    uint32_t k;
-    max2x2::window(r0 + 2 * o, r1 + 2 * o, k);
-    const float gv = g[o];
-    d0[2 * o] = k == 0 ? gv : 0.0f;
-    d0[2 * o + 1] = k == 1 ? gv : 0.0f;
-    d1[2 * o] = k == 2 ? gv : 0.0f;
-    d1[2 * o + 1] = k == 3 ? gv : 0.0f;
+  if (o < ow) {
+    const size_t n = ow - o;
+    I8 k;
+    V8 m, gv{};
+    max2x2::tail_windows(r0 + 2 * o, r1 + 2 * o, n, m, k);
+    std::memcpy(&gv, g + o, n * sizeof(float));
+    const V8 z{};
+    float t0[16], t1[16];
+    max2x2::join(k == 0 ? gv : z, k == 1 ? gv : z, t0);
+    max2x2::join(k == 2 ? gv : z, k == 3 ? gv : z, t1);
+    std::memcpy(d0 + 2 * o, t0, 2 * n * sizeof(float));
+    std::memcpy(d1 + 2 * o, t1, 2 * n * sizeof(float));
   }
 }
 

@@ -54,19 +54,13 @@ inline void windows(const float* r0, const float* r1, V8& m, I8& which) {
   }
 }
 
-// One window, scalar (the tails).
-inline float window(const float* r0, const float* r1, uint32_t& which) {
-  float m = r0[0];
-  which = 0;
-  const float cand[3] = {r0[1], r1[0], r1[1]};
-  for (uint32_t k = 0; k < 3; ++k) {
-    const float v = cand[k];
-    if (v > m || v != v) {
-      m = v;
-      which = k + 1;
-    }
-  }
-  return m;
+// The last n < 8 windows through the vector path: their inputs copied into zero-padded
+// 16-wide rows (the padding's windows are computed and dropped), no data-dependent branches.
+inline void tail_windows(const float* r0, const float* r1, size_t n, V8& m, I8& which) {
+  float t0[16] = {}, t1[16] = {};
+  std::memcpy(t0, r0, 2 * n * sizeof(float));
+  std::memcpy(t1, r1, 2 * n * sizeof(float));
+  windows(t0, t1, m, which);
 }
 
 }  // namespace candle::cpu::max2x2

@@ -149,6 +149,13 @@ CANDLE_POOL_CLONES void max_2x2(const A* __restrict r0, const A* __restrict r1, 
       cpu::max2x2::windows(r0 + 2 * o, r1 + 2 * o, m, which);
       std::memcpy(out + o, &m, sizeof(m));
     }
+    if (o < ow) {
+      cpu::max2x2::I8 which;
+      cpu::max2x2::V8 m;
+      cpu::max2x2::tail_windows(r0 + 2 * o, r1 + 2 * o, ow - o, m, which);
+      std::memcpy(out + o, &m, (ow - o) * sizeof(float));
+      return;
+    }
   }
   for (; o < ow; ++o) {
     A m = r0[2 * o];
