@@ -196,7 +196,8 @@ void grad_input_run(const ConvGeom& g, const C* gy, const C* w, C* dx) {
   // Small maps (an MNIST 8x8): one GEMM per image would repack W for 64 columns; a block of
   // whole images packs its rows of gy side by side and runs one wider GEMM. Images per block
   // follow from the shape only.
-  const size_t ipb = g.groups == 1 && ohw > 0 ? std::min(g.b, cols / ohw) : 0;
+  const size_t img_cols = std::max(kMinCols, kPanelBytes / (std::max<size_t>(kdim, 1) * sizeof(C)));
+  const size_t ipb = g.groups == 1 && ohw > 0 ? std::min(g.b, img_cols / ohw) : 0;
   if (ipb >= 2 && macs >= kParallelMacs) {
     const size_t nblk = (g.b + ipb - 1) / ipb, per = (g.b + nblk - 1) / nblk;
     parallel_for(nblk, 1, [&](size_t k0, size_t k1) {
@@ -205,7 +206,8 @@ void grad_input_run(const ConvGeom& g, const C* gy, const C* w, C* dx) {
         const size_t b0 = k * per, nb = std::min(per, g.b - b0), n = nb * ohw;
         for (size_t i = 0; i < nb; ++i)
           for (size_t co = 0; co < g.c_out; ++co)
-            std::memcpy(apack.get() + co * n + i * ohw, gy + ((b0 + i) * g.c_out + co) * ohw, ohw * sizeof(C));
+            std::memcpy(apack.get() + co * n + i * ohw, gy + ((b0 + i) * g.c_out + co) * ohw,
+                        ohw * sizeof(C));
         gemm(kdim, n, g.c_out, MatRef<C>{w, 1, kdim}, MatRef<C>{apack.get(), n, 1}, panel.get(), n, false);
         for (size_t i = 0; i < nb; ++i) {
           C* dx_i = dx + (b0 + i) * g.c_in * ihw;

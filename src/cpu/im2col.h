@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include "cpu/conv_kernels.h"
@@ -32,6 +33,21 @@ inline A convert(S v) {
     return v;
   else
     return static_cast<A>(static_cast<float>(v));
+}
+
+// d[0..n) = s[0..n). f32 runs of 8 or more go as 32-byte blocks (the last one overlapping)
+// written out as fixed-size copies: GCC turns a plain copy loop into a call to memmove, which
+// for the 8-value runs of small maps cost more than the copy.
+template <typename A, typename S>
+inline void copy_run(const S* __restrict s, A* __restrict d, size_t n) {
+  if constexpr (std::is_same_v<S, A> && sizeof(A) == 4) {
+    if (n >= 8) {
+      for (size_t i = 0; i + 8 <= n; i += 8) std::memcpy(d + i, s + i, 32);
+      if (n % 8) std::memcpy(d + n - 8, s + n - 8, 32);
+      return;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) d[i] = convert<A>(s[i]);
 }
 
 // Calls f(oy, ox0, ox1, col) for the runs of output row segments covering [p0, p1): col is the
@@ -80,7 +96,7 @@ void im2col(const ConvGeom& g, const S* __restrict in, size_t p0, size_t p1, A* 
           for (size_t ox = ox0; ox < lo; ++ox) d[ox] = A(0);
           const S* r = chan + iy * static_cast<ptrdiff_t>(g.iw) + off_x;  // r[ox * s_w]
           if (g.s_w == 1) {
-            for (size_t ox = lo; ox < hi; ++ox) d[ox] = convert<A>(r[ox]);
+            if (hi > lo) copy_run(r + lo, d + lo, hi - lo);
           } else {
             for (size_t ox = lo; ox < hi; ++ox) d[ox] = convert<A>(r[ox * g.s_w]);
           }
@@ -93,7 +109,7 @@ void im2col(const ConvGeom& g, const S* __restrict in, size_t p0, size_t p1, A* 
 
 // The adjoint of im2col: adds the panel of positions [p0, p1) (rows `ld` apart) into input
 // channels [ci0, ci1) of the image `in`. Each input value receives its terms in the fixed order
-// (ky, kx, position), whatever the caller's split of the channels.
+// (kx, ky, position), whatever the caller's split of the channels.
 template <typename C>
 void col2im(const ConvGeom& g, const C* __restrict panel, size_t p0, size_t p1, size_t ld, size_t ci0,
             size_t ci1, C* __restrict in) {
@@ -102,13 +118,17 @@ void col2im(const ConvGeom& g, const C* __restrict panel, size_t p0, size_t p1, 
   const auto ih = static_cast<ptrdiff_t>(g.ih);
   for (size_t ci = ci0; ci < ci1; ++ci) {
     C* chan = in + ci * ihw;
-    for (size_t ky = 0; ky < g.kh; ++ky) {
-      const ptrdiff_t off_y = static_cast<ptrdiff_t>(ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
-      for (size_t kx = 0; kx < g.kw; ++kx) {
+    // kx outside ky: consecutive passes add rows one input row apart at the same columns, so
+    // a pass reads back what the previous one stored at the same addresses (store forwarding
+    // works); with kx inside, the next pass re-read stores shifted by one value, which stalled
+    // every load
+    for (size_t kx = 0; kx < g.kw; ++kx) {
+      const ptrdiff_t off_x = static_cast<ptrdiff_t>(kx * g.d_w) - static_cast<ptrdiff_t>(g.pad_w);
+      size_t lo_all, hi_all;
+      inside(off_x, g.s_w, g.iw, g.ow, lo_all, hi_all);
+      for (size_t ky = 0; ky < g.kh; ++ky) {
+        const ptrdiff_t off_y = static_cast<ptrdiff_t>(ky * g.d_h) - static_cast<ptrdiff_t>(g.pad_h);
         const C* src = panel + ((ci * g.kh + ky) * g.kw + kx) * ld;
-        const ptrdiff_t off_x = static_cast<ptrdiff_t>(kx * g.d_w) - static_cast<ptrdiff_t>(g.pad_w);
-        size_t lo_all, hi_all;
-        inside(off_x, g.s_w, g.iw, g.ow, lo_all, hi_all);
         for_each_run(g.ow, p0, p1, [&](size_t oy, size_t ox0, size_t ox1, size_t col) {
           const ptrdiff_t iy = static_cast<ptrdiff_t>(oy * g.s_h) + off_y;
           if (iy < 0 || iy >= ih) return;

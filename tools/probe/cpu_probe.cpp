@@ -22,10 +22,18 @@ static double fma_gflops(int threads) {
     __m512 a8 = _mm512_set1_ps(8), a9 = _mm512_set1_ps(9), a10 = _mm512_set1_ps(10), a11 = _mm512_set1_ps(11);
     auto t0 = std::chrono::steady_clock::now();
     for (long i = 0; i < iters; ++i) {
-      a0 = _mm512_fmadd_ps(a0, b, c); a1 = _mm512_fmadd_ps(a1, b, c); a2 = _mm512_fmadd_ps(a2, b, c);
-      a3 = _mm512_fmadd_ps(a3, b, c); a4 = _mm512_fmadd_ps(a4, b, c); a5 = _mm512_fmadd_ps(a5, b, c);
-      a6 = _mm512_fmadd_ps(a6, b, c); a7 = _mm512_fmadd_ps(a7, b, c); a8 = _mm512_fmadd_ps(a8, b, c);
-      a9 = _mm512_fmadd_ps(a9, b, c); a10 = _mm512_fmadd_ps(a10, b, c); a11 = _mm512_fmadd_ps(a11, b, c);
+      a0 = _mm512_fmadd_ps(a0, b, c);
+      a1 = _mm512_fmadd_ps(a1, b, c);
+      a2 = _mm512_fmadd_ps(a2, b, c);
+      a3 = _mm512_fmadd_ps(a3, b, c);
+      a4 = _mm512_fmadd_ps(a4, b, c);
+      a5 = _mm512_fmadd_ps(a5, b, c);
+      a6 = _mm512_fmadd_ps(a6, b, c);
+      a7 = _mm512_fmadd_ps(a7, b, c);
+      a8 = _mm512_fmadd_ps(a8, b, c);
+      a9 = _mm512_fmadd_ps(a9, b, c);
+      a10 = _mm512_fmadd_ps(a10, b, c);
+      a11 = _mm512_fmadd_ps(a11, b, c);
     }
     secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
@@ -58,7 +66,9 @@ int main(int argc, char** argv) {
   int n = argc > 1 ? std::atoi(argv[1]) : 16;
   for (int t : {1, 2, 4, 8, n}) {
     if (t > n) continue;
-    std::printf("threads %2d: FMA %.1f GFLOP/s per thread; copy 64 MiB/thread %.1f GB/s total, 1 MiB/thread %.1f GB/s total\n",
-                t, fma_gflops(t), copy_gbs(t, 64 << 20), copy_gbs(t, 1 << 20));
+    std::printf(
+        "threads %2d: FMA %.1f GFLOP/s per thread; copy 64 MiB/thread %.1f GB/s total, 1 MiB/thread %.1f "
+        "GB/s total\n",
+        t, fma_gflops(t), copy_gbs(t, 64 << 20), copy_gbs(t, 1 << 20));
   }
 }
