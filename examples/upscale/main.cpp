@@ -1,5 +1,5 @@
 // candle-upscale: whole-image super-resolution with a bundled residual dense network
-// (UpscalerJS's ESRGAN slim, MIT). PNG / JPEG in and out.
+// (UpscalerJS's ESRGAN slim or medium, MIT). PNG / JPEG in and out.
 //
 //   candle-upscale [--model NAME|PATH] [--scale 2|3|4|8] [--device cpu|cuda|rocm|vulkan]
 //                  [--tile N] [--max-memory MB] [--repeat N] [INPUT [OUTPUT]]
@@ -51,7 +51,24 @@ fs::path model_path(const std::string& model, size_t scale) {
   const std::string file = "x" + std::to_string(scale) + ".safetensors";
   if (fs::is_directory(p, ec)) return p / file;
   if (model.find('/') == std::string::npos && model.find(".safetensors") == std::string::npos) {
-    return models_dir() / model / file;
+    const fs::path dir = models_dir() / model;
+    if (fs::is_regular_file(dir / file, ec)) return dir / file;
+    if (!fs::is_directory(dir, ec)) {
+      throw Error(ErrorKind::Io,
+                  "model not found: " + model + " (no bundled model in " + models_dir().string() + ")");
+    }
+    std::vector<std::string> have;  // the scales this bundled model has
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.size() > 13 && n[0] == 'x' && e.path().extension() == ".safetensors")
+        have.push_back(e.path().stem().string());
+    }
+    std::sort(have.begin(), have.end());
+    std::string list;
+    for (const auto& n : have) list += (list.empty() ? "" : ", ") + n;
+    throw Error(ErrorKind::Io, "model not found: " + model + " x" + std::to_string(scale) + " (" +
+                                   (dir / file).string() + " does not exist; " + model + " has " +
+                                   (list.empty() ? std::string("no scales") : list) + ")");
   }
   throw Error(ErrorKind::Io, "model not found: " + model);
 }
@@ -189,19 +206,28 @@ int main(int argc, char** argv) {
         candle::Tensor::from_vec(img.rgb, {1, 3, h, w}, candle::Device::cpu()).to_device(device);
     img.rgb = {};
     const bool show = tiles_x * tiles_y > 1;
-    // the network time: forward and the download of its output (the best of --repeat runs)
-    std::vector<float> out;
-    double net_secs = 0;
+    // Per run (the best of --repeat runs is reported): the compute, the forward until the device
+    // has finished it; and the network time, the compute plus the conversion of the output to
+    // 8 bits on the device and the download of those bytes. forward's output is clamped to
+    // 0..255 and rounded, so the cast (which truncates toward zero, saturates and maps NaN to 0
+    // on every device) gives its pixels exactly, a quarter of the f32 output's bytes to download.
+    std::vector<unsigned char> out;
+    double net_secs = 0, compute_secs = 0;
     for (size_t r = 0; r < repeat; ++r) {
       const auto n0 = std::chrono::steady_clock::now();
       candle::Tensor y = net.forward_tiled(x, tile ? tile : std::max(w, h), [&](size_t done, size_t total) {
         if (show) std::fprintf(stderr, "\r  tile %zu/%zu", done, total), std::fflush(stderr);
       });
+      device.synchronize();
+      const auto n1 = std::chrono::steady_clock::now();
       if (show) std::fprintf(stderr, "\n");
-      out = y.to_device(candle::Device::cpu()).flatten_to_vec<float>();
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - n0).count();
-      if (repeat > 1) std::fprintf(stderr, "  run %zu: network %.4f s\n", r + 1, t);
+      out = y.to_dtype(candle::DType::U8).to_device(candle::Device::cpu()).flatten_to_vec<unsigned char>();
+      const auto n2 = std::chrono::steady_clock::now();
+      const double t = std::chrono::duration<double>(n2 - n0).count();
+      const double c = std::chrono::duration<double>(n1 - n0).count();
+      if (repeat > 1) std::fprintf(stderr, "  run %zu: network %.4f s (compute %.4f s)\n", r + 1, t, c);
       net_secs = r == 0 ? t : std::min(net_secs, t);
+      compute_secs = r == 0 ? c : std::min(compute_secs, c);
     }
 
     const int channels = img.a.empty() ? 3 : 4;
@@ -211,10 +237,7 @@ int main(int argc, char** argv) {
       for (size_t xx = 0; xx < ow; ++xx) {
         const size_t i = yy * ow + xx;
         unsigned char* p = &px[i * size_t(channels)];
-        for (size_t c = 0; c < 3; ++c) {
-          const float v = out[c * ohw + i];
-          p[c] = v > 0.0f ? (v < 255.0f ? static_cast<unsigned char>(std::lround(v)) : 255) : 0;  // NaN -> 0
-        }
+        for (size_t c = 0; c < 3; ++c) p[c] = out[c * ohw + i];
         // alpha is upscaled by nearest neighbour
         if (channels == 4) p[3] = img.a[(yy / scale) * w + xx / scale];
       }
@@ -224,9 +247,11 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    std::fprintf(stderr, "wrote %s: %zux%zu -> %zux%zu in %.2f s (network %.4f s%s), peak memory %.1f MiB\n",
-                 output.c_str(), w, h, ow, oh, secs, net_secs, repeat > 1 ? ", best run" : "",
-                 double(ru.ru_maxrss) / 1024.0);
+    std::fprintf(
+        stderr,
+        "wrote %s: %zux%zu -> %zux%zu in %.2f s (network %.4f s, compute %.4f s%s), peak memory %.1f MiB\n",
+        output.c_str(), w, h, ow, oh, secs, net_secs, compute_secs, repeat > 1 ? ", best run" : "",
+        double(ru.ru_maxrss) / 1024.0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "candle-upscale: %s\n", e.what());
     return 1;

@@ -425,4 +425,39 @@ TEST(UpscaleProgram, ExistingOutputIsReplacedWhole) {
     EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
+TEST(UpscaleProgram, MissingScaleOfABundledModelGivesOneLineAndExitCode1) {
+  fs::path exe = program("candle-upscale");
+  if (exe.empty()) GTEST_SKIP() << "candle-upscale is not built (CANDLE_BUILD_EXAMPLES=OFF)";
+  fs::path dir = temp_dir("cli_medium_x2");
+  fs::create_directories(dir);
+  // esrgan-medium is bundled with x4 and x8 only
+  ProgramResult r =
+      run(exe.string() + " --model esrgan-medium --scale 2 " + std::string(CANDLE_TEST_DATA_DIR) +
+          "/../../models/esrgan-slim/fixture.png " + (dir / "o.png").string());
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("candle-upscale: model not found: esrgan-medium x2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("esrgan-medium has x4, x8"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "o.png"));
+}
+
+// The written PNG: the network output converted to 8 bits on the device, interleaved.
+TEST(UpscaleProgram, OutputMatchesUpscalerJsSampleX2) {
+  fs::path exe = program("candle-upscale");
+  if (exe.empty()) GTEST_SKIP() << "candle-upscale is not built (CANDLE_BUILD_EXAMPLES=OFF)";
+  if (conv2d_missing()) GTEST_SKIP() << "Tensor::conv2d throws \"not implemented yet\" in this tree";
+  fs::path dir = temp_dir("cli_sample");
+  fs::create_directories(dir);
+  const std::string models = std::string(CANDLE_TEST_DATA_DIR) + "/../../models/esrgan-slim/";
+  const std::string out = (dir / "out.png").string();
+  ProgramResult r = run(exe.string() + " --repeat 2 " + models + "fixture.png " + out);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("run 2: network "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(", compute "), std::string::npos) << r.err;
+  Tensor got = test_models::load_rgb(out), want = test_models::load_rgb(models + "samples/2x/result.png");
+  ASSERT_EQ(got.dims(), want.dims());
+  // UpscalerJS's pixels, each within 1 (TF.js float32, another summation order)
+  EXPECT_LE(got.sub(want).abs().max_all().to_scalar<float>(), 1.0f);
+}
+
 }  // namespace
