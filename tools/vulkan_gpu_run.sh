@@ -20,11 +20,11 @@ grep -E "FAILED|PASSED|SKIPPED|Failure|tests ran" $OUT/test.log | head -12
 timeout 40 /tmp/build/bin/conv_bench vulkan --benchmark_min_time=0.05 \
   --benchmark_filter='/512|3x3_64_64/2048|1x1_68_64/2048' > $OUT/conv_bench.log 2>&1
 echo "conv_bench rc $? at $((SECONDS-T0)) s"; grep -E "^BM_|ERROR" $OUT/conv_bench.log | sed 's/ \+/ /g'
-for t in 32x128 64x64 64x128 128x128 64x256; do
+for t in ${SWEEP_TILES:-}; do  # e.g. SWEEP_TILES="32x128 64x64 64x128 128x128 64x256"
   CANDLE_VULKAN_CONV_TILE=$t timeout 12 /tmp/build/bin/conv_bench vulkan --benchmark_min_time=0.02 \
     --benchmark_filter='BM_conv2d.*/512' > $OUT/tile_$t.log 2>&1
   echo "tile $t:"; grep -E "^BM_" $OUT/tile_$t.log | awk '{print $1, $2, $3, $NF}'
 done
 echo "at $((SECONDS-T0)) s"
-PYTHONUNBUFFERED=1 timeout 110 python3 tools/bench_upscale_vulkan_vs_torch.py --bin /tmp/build/bin --repeat 5 > $OUT/upscale.log 2>&1
-echo "upscale rc $? at $((SECONDS-T0)) s"; cat $OUT/upscale.log | tail -8
+PYTHONUNBUFFERED=1 timeout ${BENCH_TIMEOUT:-330} python3 tools/bench_upscale_vulkan_vs_torch.py --bin /tmp/build/bin --repeat 5 ${BENCH_ARGS:-} > $OUT/upscale.log 2>&1
+echo "upscale rc $? at $((SECONDS-T0)) s"; cat $OUT/upscale.log | tail -14

@@ -9,7 +9,8 @@
 //  CANDLE_VULKAN_ALLOW_CPU=1        allow software devices (lavapipe, deviceType CPU)
 //  CANDLE_VULKAN_SYSTEM_MEMORY=1    allow a discrete card without Resizable BAR (tensors then
 //                                   live in host-visible system memory)
-//  CANDLE_VULKAN_CACHE_LIMIT_MB=N   bytes of freed blocks kept for reuse (default 1024)
+//  CANDLE_VULKAN_CACHE_LIMIT_MB=N   MiB of freed blocks kept for reuse (default 1024, or 1/16
+//                                   of the device's tensor-memory heap when that is larger)
 //  CANDLE_VULKAN_TRACE=1            log every CPU round-trip to stderr
 #pragma once
 
