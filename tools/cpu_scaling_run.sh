@@ -13,18 +13,16 @@ ZL=""; [ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && ZL="-DZLIB_LIBRARY=/usr/lib
   timeout 240 cmake --build /tmp/build -j16 --target candle-upscale ${EXTRA_TARGETS:-}; } > $OUT/build.log 2>&1
 echo "build rc $? at $((SECONDS-T0)) s"; grep -E "error|FAILED" $OUT/build.log | head -5
 IMG=models/esrgan-slim/samples/4x/result.png
-for t in 1 16; do
-  for r in 1; do
-    CANDLE_NUM_THREADS=$t CANDLE_RDN_PROFILE=1 /tmp/build/bin/candle-upscale --scale ${SCALE:-4} --repeat 3 $IMG /tmp/o.png \
-      > $OUT/profile_t${t}_r$r.log 2>&1
-  done
+for t in 1 16; do  # three passes each; the table takes each layer's best
+  CANDLE_NUM_THREADS=$t CANDLE_RDN_PROFILE=1 /tmp/build/bin/candle-upscale --scale ${SCALE:-4} --repeat 3 $IMG /tmp/o.png \
+    > $OUT/profile_t$t.log 2>&1
 done
 python3 - "$OUT" <<'PY'
 import re, sys, glob
 out = sys.argv[1]
 def best(t):
     acc = {}
-    for f in sorted(glob.glob(f"{out}/profile_t{t}_r*.log")):
+    for f in sorted(glob.glob(f"{out}/profile_t{t}.log")):
         for m in re.finditer(r"^\s+(\S+)\s+([0-9.]+) ms", open(f).read(), re.M):
             acc[m.group(1)] = min(acc.get(m.group(1), 1e9), float(m.group(2)))
     return acc

@@ -31,6 +31,7 @@
 #include "candle/backend.h"
 #include "candle/utils.h"
 #include "cpu/conv_kernels.h"
+#include "cpu/dense.h"
 #include "cpu/gemm.h"
 #include "cpu/im2col.h"
 #include "cpu/parallel.h"
@@ -61,21 +62,6 @@ size_t scratch_limit() {
   } catch (const Error&) {
     return size_t{256} << 20;
   }
-}
-
-// A dense copy (or the data itself) of a layout, in the compute type C.
-template <typename T, typename C>
-const C* dense_as(const CpuStorage& s, const Layout& l, std::unique_ptr<C[]>& keep) {
-  if constexpr (std::is_same_v<T, C>) {
-    if (l.is_contiguous()) return s.data<T>() + l.start_offset();
-  }
-  keep.reset(new C[std::max<size_t>(l.elem_count(), 1)]);
-  C* dst = keep.get();
-  const T* src = s.data<T>();
-  for_each_block(l, [&](size_t off, size_t di, size_t len) {
-    for (size_t i = 0; i < len; ++i) dst[di + i] = static_cast<C>(src[off + i]);
-  });
-  return dst;
 }
 
 // out (dtype T, n elements) from an f32/f64 buffer.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "candle/backend.h"
+#include "cpu/dense.h"
 #include "cpu/max2x2.h"
 #include "cpu/parallel.h"
 #include "cpu/resize_index.h"
@@ -35,20 +36,6 @@
 namespace candle {
 namespace cpu {
 namespace {
-
-template <typename T, typename C>
-const C* dense_of(const CpuStorage& s, const Layout& l, std::unique_ptr<C[]>& keep) {
-  if constexpr (std::is_same_v<T, C>) {
-    if (l.is_contiguous()) return s.data<T>() + l.start_offset();
-  }
-  keep.reset(new C[std::max<size_t>(l.elem_count(), 1)]);
-  C* dst = keep.get();
-  const T* src = s.data<T>();
-  for_each_block(l, [&](size_t off, size_t di, size_t len) {
-    for (size_t i = 0; i < len; ++i) dst[di + i] = static_cast<C>(src[off + i]);
-  });
-  return dst;
-}
 
 void check_bounds(const char* op, const Layout& l, const CpuStorage& s) {
   if (l.max_offset_exclusive() > s.elem_count()) {
@@ -74,7 +61,7 @@ StoragePtr per_plane(const CpuStorage& gs, const Layout& gl, size_t planes, size
     auto out = CpuStorage::alloc(gs.dtype(), planes * in_n);
     if (planes * in_n == 0) return out;
     std::unique_ptr<C[]> gk;
-    const C* gy = dense_of<T, C>(gs, gl, gk);
+    const C* gy = dense_as<T, C>(gs, gl, gk);
     const size_t grain = kParallelGrain / std::max<size_t>(in_n + out_n, 1) + 1;
     parallel_for(planes, grain, [&](size_t p0, size_t p1) {
       std::vector<C> buf(std::is_same_v<T, C> ? 0 : in_n);
@@ -196,7 +183,7 @@ StoragePtr CpuStorage::conv_bias_grad(const Layout& g_l) const {
     using C = compute_t<T>;
     auto out = CpuStorage::alloc(dtype_, c);
     std::unique_ptr<C[]> gk;
-    const C* gy = b * c * r == 0 ? nullptr : cpu::dense_of<T, C>(*this, g_l, gk);
+    const C* gy = b * c * r == 0 ? nullptr : cpu::dense_as<T, C>(*this, g_l, gk);
     T* o = out->template data<T>();
     constexpr size_t L = 16;  // independent partial sums (vectorizes; fixed order)
     cpu::parallel_for(c, cpu::kParallelGrain / std::max<size_t>(b * r, 1) + 1, [&](size_t c0, size_t c1) {

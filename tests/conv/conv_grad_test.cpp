@@ -293,6 +293,20 @@ TEST(ConvGrad, small_scratch_cap_gives_the_same_values) {
   expect_close(bi, ai, 1e-13, "grad_input");
 }
 
+// A batch of small maps takes one GEMM per block of images for the input gradient; each image's
+// gradient must equal the one computed for that image alone (the per-image path).
+TEST(ConvGrad, input_grad_of_an_image_block_equals_per_image) {
+  Tensor gy = Tensor::randn(0.0, 1.0, Shape{8, 32, 8, 8}, DType::F64, Device::cpu());
+  Tensor w = Tensor::randn(0.0, 1.0, Shape{32, 16, 5, 5}, DType::F64, Device::cpu());
+  Tensor x = Tensor::zeros(Shape{8, 16, 12, 12}, DType::F64, Device::cpu());
+  const ParamsConv2D p = g::make_conv2d_params(x, w, 0, 1, 1, 1);
+  Tensor all = g::conv2d_grad_input(gy, w, p);
+  const ParamsConv2D p1 = g::make_conv2d_params(x.narrow(0, 0, 1), w, 0, 1, 1, 1);
+  for (size_t i = 0; i < 8; ++i)
+    expect_close(all.narrow(0, i, 1), g::conv2d_grad_input(gy.narrow(0, i, 1), w, p1), 1e-12,
+                 "image " + std::to_string(i));
+}
+
 // ---- bias ------------------------------------------------------------------------------------
 
 TEST(ConvGrad, bias_grad_sums_every_dim_but_channels) {
