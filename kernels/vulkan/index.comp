@@ -1,8 +1,10 @@
 #version 450
 // index_select (mode 0) and gather (mode 1) over a contiguous source seen as
 // [left, src_dim, right]; out is [left, n_ids, right] (dense). index_select reads ids[i],
-// gather ids[element]. An id out of range gives 0 (not checked on the host).
-// Bindings: 0 source, 1 ids (u32 or i64), 2 output.
+// gather ids[element]. ids_check.comp ran first: when it found a bad id (the fault block
+// holds this op's tag) nothing is written and thread 0 copies that id for the error message.
+// A skip id (the dtype's maximum) gives 0.
+// Bindings: 0 source, 1 ids (u32 or i64), 2 output, 3 fault block.
 //! variant b1_u32 B1 ID_U32
 //! variant b2_u32 B2 ID_U32
 //! variant b4_u32 B4 ID_U32
@@ -11,6 +13,7 @@
 //! variant b2_i64 B2 ID_I64
 //! variant b4_i64 B4 ID_I64
 //! variant b8_i64 B8 ID_I64
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
@@ -33,6 +36,7 @@ layout(push_constant) uniform Push {
   uint src_dim, n_ids, right;
   uint src_off, ids_off, out_off;
   uint mode;
+  uint tag;  // this op's id check
 } pc;
 
 layout(std430, binding = 0) readonly buffer Src { E s[]; };
@@ -42,10 +46,13 @@ layout(std430, binding = 1) readonly buffer Ids { uvec2 ids[]; };
 layout(std430, binding = 1) readonly buffer Ids { uint ids[]; };
 #endif
 layout(std430, binding = 2) writeonly buffer Out { E y[]; };
+layout(std430, binding = 3) buffer Fault { uint fault[]; };
+#include "ids_fault.glsl"
 
 void main() {
   uint l = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
   if (l >= pc.n) return;
+  if (ids_faulted(pc.tag, pc.ids_off, l == 0u)) return;
   uint e = pc.first + l;
   uint r = e % pc.right, q = e / pc.right;
   uint i = q % pc.n_ids, left = q / pc.n_ids;

@@ -3,8 +3,10 @@
 // dense destination [left, dst_dim, right] from a dense source [left, n, right]. One thread per
 // (left, right) column walks k = 0..n in order, so updates of one destination element happen
 // in increasing k (the CPU's order; set: the last one wins) without atomics: deterministic.
-// An id >= dst_dim (the dtype's max value is the candle "skip" id) is skipped.
-// Bindings: 0 destination (read-write), 1 ids (u32 or i64), 2 source.
+// An id >= dst_dim (the dtype's max value is the candle "skip" id) is skipped. ids_check.comp
+// ran first: when it found a bad id (the fault block holds this op's tag) nothing is written
+// and thread 0 copies that id for the error message.
+// Bindings: 0 destination (read-write), 1 ids (u32 or i64), 2 source, 3 fault block.
 //! variant set_b1_u32 B1 ID_U32
 //! variant set_b2_u32 B2 ID_U32
 //! variant set_b4_u32 B4 ID_U32
@@ -17,6 +19,7 @@
 //! variant add_f16_u32 ADD T_F16 ID_U32
 //! variant add_f32_i64 ADD T_F32 ID_I64
 //! variant add_f16_i64 ADD T_F16 ID_I64
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
@@ -45,6 +48,7 @@ layout(push_constant) uniform Push {
   uint dst_off, ids_off, src_off;
   uint ids_1d;  // 1: ids[k] (index_add), 0: ids[l, k, r]
   uint k0, k1;  // this dispatch's positions (lavapipe stops a loop after 65535 iterations)
+  uint tag;     // this op's id check
 } pc;
 
 layout(std430, binding = 0) buffer Dst { E d[]; };
@@ -54,10 +58,13 @@ layout(std430, binding = 1) readonly buffer Ids { uvec2 ids[]; };
 layout(std430, binding = 1) readonly buffer Ids { uint ids[]; };
 #endif
 layout(std430, binding = 2) readonly buffer Src { E s[]; };
+layout(std430, binding = 3) buffer Fault { uint fault[]; };
+#include "ids_fault.glsl"
 
 void main() {
   uint c = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
   if (c >= pc.cols) return;
+  if (ids_faulted(pc.tag, pc.ids_off, c == 0u)) return;
   uint l = c / pc.right, r = c % pc.right;
   for (uint k = pc.k0; k < pc.k1; ++k) {
     uint se = (l * pc.n + k) * pc.right + r;

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -312,6 +313,19 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
   };
   std::vector<Deferred> deferred;
   std::multimap<size_t, std::pair<uint64_t, Block*>> cache;
+  // index checks (register_id_check): the fault block and the checks not yet known to pass
+  struct IdCheck {
+    uint64_t serial;
+    uint32_t tag;
+    std::string op, shape;
+    size_t dim, limit;
+  };
+  static constexpr size_t kFaultBytes = 256;
+  Block* fault = nullptr;
+  std::deque<IdCheck> checks;
+  uint32_t next_tag = 1;
+  std::optional<std::string> fault_msg;  // the first failed check since the last report
+  bool fault_more = false;               // and later ones failed too
   uint64_t cache_bytes = 0, cache_limit = 1024 * kMiB, tick = 0;
   Block* staging = nullptr;
 
@@ -323,6 +337,7 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
       for (auto& d : deferred) destroy(d.b);
       for (auto& [c, e] : cache) destroy(e.second);
       if (staging) destroy(staging);
+      if (fault) destroy(fault);
       counters().cached_bytes -= cache_bytes;
       auto drop = [&](std::unique_ptr<Batch>& b) {
         for (auto& p : b->pools) dev.destroyDescriptorPool(p.pool);
@@ -511,6 +526,9 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
     completed_serial = std::max(completed_serial, done);
     spare.push_back(std::move(b));
     inflight.pop_front();
+    // checks recorded up to this batch passed unless a fault is set (kept for the report)
+    if (fault && fault_words()[0] == 0)
+      while (!checks.empty() && checks.front().serial <= done) checks.pop_front();
     size_t keep = 0;
     for (auto& d : deferred) {
       if (d.serial <= done)
@@ -529,6 +547,44 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
   void wait_all() {
     submit();
     while (!inflight.empty()) finish_front();
+    if (fault && fault_words()[0] != 0) take_fault();
+  }
+
+  uint32_t* fault_words() const { return reinterpret_cast<uint32_t*>(fault->map); }
+
+  void reset_fault() {
+    uint32_t w[8] = {0, 0xffffffffu, 0, 0, 0, 0, 0, 0};
+    std::memcpy(fault->map, w, sizeof(w));
+  }
+
+  // The GPU is idle and a check failed: turns the fault into the error the next read() or
+  // synchronize() throws, and clears the fault block.
+  void take_fault() {
+    const uint32_t* w = fault_words();
+    std::string msg;
+    for (const auto& c : checks) {
+      if (c.tag != w[0]) continue;
+      const uint64_t raw = uint64_t(w[2]) | uint64_t(w[3]) << 32;
+      const bool wide = w[3] != 0 || raw > 0xffffffffull;
+      msg = "index out of range in " + c.op + ": index " +
+            (wide ? std::to_string(static_cast<int64_t>(raw)) : std::to_string(raw)) + " at position " +
+            std::to_string(w[1]) + " for dim " + std::to_string(c.dim) + " of size " + std::to_string(c.limit) +
+            " (shape " + c.shape + ")";
+      break;
+    }
+    if (msg.empty()) msg = "index out of range in an indexing op (its record is gone)";
+    if (fault_msg || w[4]) fault_more = true;
+    if (!fault_msg) fault_msg = msg + "; found by a kernel on " + name + " and reported at the next synchronisation";
+    checks.clear();
+    reset_fault();
+  }
+
+  void throw_fault() {
+    if (!fault_msg) return;
+    std::string msg = *fault_msg + (fault_more ? " (later indexing ops had out-of-range ids too)" : "");
+    fault_msg.reset();
+    fault_more = false;
+    throw Error(ErrorKind::IndexOutOfRange, msg);
   }
 
   void after_record() {
@@ -662,6 +718,8 @@ std::shared_ptr<Context> Context::open(size_t index) {
     impl->cmd_pool = impl->dev.createCommandPool(
         vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer, impl->qfam));
     impl->pcache = impl->dev.createPipelineCache({});
+    impl->fault = impl->create(Impl::kFaultBytes, impl->mem_type, true);
+    impl->reset_fault();
 
     Features& f = impl->feat;
     f.f16 = have.f16();
@@ -718,6 +776,7 @@ void Context::read(const Block& b, size_t offset, void* dst, size_t bytes) {
   guarded("read", [&] {
     Impl& m = *impl_;
     m.wait_all();
+    m.throw_fault();
     counters().downloaded += bytes;
     if (m.mem_cached || m.staging_type < 0) {
       if (bytes) std::memcpy(dst, b.map + offset, bytes);
@@ -817,8 +876,24 @@ void Context::copy(const Block& src, const Block& dst, const CopyRegion* regions
 
 void Context::synchronize() {
   std::lock_guard lock(impl_->mu);
-  guarded("synchronize", [&] { impl_->wait_all(); });
+  guarded("synchronize", [&] {
+    impl_->wait_all();
+    impl_->throw_fault();
+  });
 }
+
+uint32_t Context::register_id_check(const char* op, size_t dim, size_t limit, const std::string& shape) {
+  std::lock_guard lock(impl_->mu);
+  return guarded("index check", [&] {
+    Impl& m = *impl_;
+    uint32_t tag = m.next_tag++;
+    if (m.next_tag == 0) m.next_tag = 1;
+    m.checks.push_back({m.recording().serial, tag, op, shape, dim, limit});
+    return tag;
+  });
+}
+
+Binding Context::fault_binding() const { return {impl_->fault, 0, Impl::kFaultBytes}; }
 
 }  // namespace candle::vk_backend
 

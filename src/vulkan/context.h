@@ -76,6 +76,15 @@ class Context {
   // Submits queued work and waits for all of it.
   void synchronize();
 
+  // Index checks on the device. A kernel that finds an out-of-range id records it in a small
+  // fault block (bound with fault_binding()) under the tag this returns; the error
+  // (IndexOutOfRange naming `op`, the id, `dim`, `limit` and `shape`) is thrown by the next
+  // read() or synchronize(), once the GPU is idle. Words of the fault block: [0] the tag of the
+  // first failed check, [1] the first bad position in its ids, [2..3] that id (low, high),
+  // [4] non-zero when later checks failed too.
+  uint32_t register_id_check(const char* op, size_t dim, size_t limit, const std::string& shape);
+  Binding fault_binding() const;
+
   struct Impl;
 
  private:

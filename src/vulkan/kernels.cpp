@@ -52,6 +52,19 @@ VkStoragePtr upload_u32(VulkanDevice& dev, const std::vector<uint32_t>& v) {
   return out;
 }
 
+uint32_t check_ids(Context& ctx, DType ids_dtype, const RangeBinding& ids, size_t n, size_t limit,
+                   const char* op, size_t dim, const Shape& shape) {
+  struct {
+    uint32_t n, ids_off, limit, tag;
+  } pc{static_cast<uint32_t>(n), ids.first, static_cast<uint32_t>(std::min<size_t>(limit, 0xffffffffu)),
+       ctx.register_id_check(op, dim, limit, shape.to_string())};
+  uint32_t gx, gy;
+  grid_for(ctx, n, kWorkGroup, gx, gy);
+  ctx.dispatch(ids_dtype == DType::I64 ? "ids_check_i64" : "ids_check_u32", {ids.b, ctx.fault_binding()}, &pc,
+               sizeof(pc), gx, gy);
+  return pc.tag;
+}
+
 Dense dense(const VulkanStorage& s, const Layout& l) {
   if (l.is_contiguous()) return {&s, l.start_offset(), nullptr};
   auto tmp = s.vdev().make(s.dtype(), l.elem_count());

@@ -7,7 +7,7 @@ namespace candle::vk_backend {
 namespace {
 
 struct IndexPush {
-  uint32_t n, first, src_dim, n_ids, right, src_off, ids_off, out_off, mode;
+  uint32_t n, first, src_dim, n_ids, right, src_off, ids_off, out_off, mode, tag;
 };
 
 // out [left, n_ids, right] from src [left, src_dim, right]; mode 0 index_select, 1 gather.
@@ -51,6 +51,8 @@ StoragePtr run_index(const VulkanStorage& self, const Layout& l, const VulkanSto
   auto bs = bind_range(*src, src_o, src_o + l.elem_count());
   auto bi = bind_range(*id, ids_o, ids_o + ids_l.elem_count());
   auto bo = bind_range(*out, 0, n);
+  const char* op = mode == 0 ? "index_select" : "gather";
+  const uint32_t tag = check_ids(ctx, ids.dtype(), bi, ids_l.elem_count(), src_dim, op, dim, l.shape());
   IndexPush pc{static_cast<uint32_t>(n),
                0,
                static_cast<uint32_t>(src_dim),
@@ -59,12 +61,13 @@ StoragePtr run_index(const VulkanStorage& self, const Layout& l, const VulkanSto
                bs.first,
                bi.first,
                bo.first,
-               mode};
+               mode,
+               tag};
   (void)left;
   uint32_t gx, gy;
   grid_for(ctx, n, kWorkGroup, gx, gy);
   std::string k = std::string("index_") + vs + "_" + is;
-  ctx.dispatch(k.c_str(), {bs.b, bi.b, bo.b}, &pc, sizeof(pc), gx, gy);
+  ctx.dispatch(k.c_str(), {bs.b, bi.b, bo.b, ctx.fault_binding()}, &pc, sizeof(pc), gx, gy);
   return out;
 }
 

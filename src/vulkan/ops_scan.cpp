@@ -17,7 +17,7 @@ struct SortPush {
   uint32_t len, row0, descending, in_off, out_off;
 };
 struct ScatterPush {
-  uint32_t cols, n, dst_dim, right, dst_off, ids_off, src_off, ids_1d, k0, k1;
+  uint32_t cols, n, dst_dim, right, dst_off, ids_off, src_off, ids_1d, k0, k1, tag;
 };
 
 bool fits(const Context& ctx, DType dt, size_t n) {
@@ -56,6 +56,8 @@ bool run_scatter(VulkanStorage& dst, size_t dst_first, const Shape& dst_shape, c
   auto bd = bind_range(dst, dst_first, dst_first + nd);
   auto bi = bind_range(*id.s, id.first, id.first + ids_l.elem_count());
   auto bs = bind_range(*s.s, s.first, s.first + ns);
+  const char* op = ids_1d ? "index_add" : add ? "scatter_add" : "scatter";
+  const uint32_t tag = check_ids(ctx, ids.dtype(), bi, ids_l.elem_count(), dst_dim, op, dim, dst_shape);
   ScatterPush pc{static_cast<uint32_t>(left * right),
                  static_cast<uint32_t>(n),
                  static_cast<uint32_t>(dst_dim),
@@ -65,14 +67,15 @@ bool run_scatter(VulkanStorage& dst, size_t dst_first, const Shape& dst_shape, c
                  bs.first,
                  ids_1d ? 1u : 0u,
                  0,
-                 0};
+                 0,
+                 tag};
   uint32_t gx, gy;
   grid_for(ctx, left * right, kWorkGroup, gx, gy);
   std::string k = std::string("scatter_") + (add ? "add_" : "set_") + vs + "_" + is;
   for (size_t k0 = 0; k0 < n; k0 += kSegment) {  // in order: dispatches run one after another
     pc.k0 = static_cast<uint32_t>(k0);
     pc.k1 = static_cast<uint32_t>(std::min(n, k0 + kSegment));
-    ctx.dispatch(k.c_str(), {bd.b, bi.b, bs.b}, &pc, sizeof(pc), gx, gy);
+    ctx.dispatch(k.c_str(), {bd.b, bi.b, bs.b, ctx.fault_binding()}, &pc, sizeof(pc), gx, gy);
   }
   return true;
 }

@@ -172,6 +172,13 @@ uint32_t f32_bits(float v);
 // A new u32 storage holding `v` (small tables the host computes: conv taps, resize indices).
 VkStoragePtr upload_u32(VulkanDevice& dev, const std::vector<uint32_t>& v);
 
+// Checks n ids (u32 or i64, bound by `ids` from element ids.first) against [0, limit) on the
+// device before an indexing op: registers the check (Context::register_id_check, whose error
+// names op, dim and the operand's shape) and dispatches ids_check.comp. Returns the tag to pass
+// to the op's kernel, which writes nothing when the check failed.
+uint32_t check_ids(Context& ctx, DType ids_dtype, const RangeBinding& ids, size_t n, size_t limit,
+                   const char* op, size_t dim, const Shape& shape);
+
 // The elements of layout `l` of `s` contiguously: `s` itself (first element `first`) when l
 // is contiguous, else a copy made on the device (kept alive in `keep`, first element 0).
 struct Dense {
