@@ -568,13 +568,14 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
       const bool wide = w[3] != 0 || raw > 0xffffffffull;
       msg = "index out of range in " + c.op + ": index " +
             (wide ? std::to_string(static_cast<int64_t>(raw)) : std::to_string(raw)) + " at position " +
-            std::to_string(w[1]) + " for dim " + std::to_string(c.dim) + " of size " + std::to_string(c.limit) +
-            " (shape " + c.shape + ")";
+            std::to_string(w[1]) + " for dim " + std::to_string(c.dim) + " of size " +
+            std::to_string(c.limit) + " (shape " + c.shape + ")";
       break;
     }
     if (msg.empty()) msg = "index out of range in an indexing op (its record is gone)";
     if (fault_msg || w[4]) fault_more = true;
-    if (!fault_msg) fault_msg = msg + "; found by a kernel on " + name + " and reported at the next synchronisation";
+    if (!fault_msg)
+      fault_msg = msg + "; found by a kernel on " + name + " and reported at the next synchronisation";
     checks.clear();
     reset_fault();
   }

@@ -89,9 +89,11 @@ TEST(VulkanBounds, ScatterSetWithABadIdLeavesTheDestinationUnchanged) {
 
 TEST(VulkanBounds, ScatterAddAndIndexAddReportTheirOp) {
   VK_DEVICE_OR_SKIP(dev);
-  auto ids2 = Tensor::from_vec(std::vector<uint32_t>{0, 0, 0, 0, 0, 3, 1, 1}, {4, 2}, Device::cpu()).to_device(dev);
+  auto ids2 =
+      Tensor::from_vec(std::vector<uint32_t>{0, 0, 0, 0, 0, 3, 1, 1}, {4, 2}, Device::cpu()).to_device(dev);
   auto r = src_4x3(dev).scatter_add(ids2, Tensor::ones({4, 2}, DType::F32, dev), 1);
-  expect_contains(index_error([&] { r.to_vec2<float>(); }), "scatter_add: index 3 at position 5 for dim 1 of size 3");
+  expect_contains(index_error([&] { r.to_vec2<float>(); }),
+                  "scatter_add: index 3 at position 5 for dim 1 of size 3");
   auto ids1 = Tensor::from_vec(std::vector<uint32_t>{4, 0}, {2}, Device::cpu()).to_device(dev);
   auto r2 = src_4x3(dev).index_add(ids1, Tensor::ones({2, 3}, DType::F32, dev), 0);
   expect_contains(index_error([&] { r2.to_vec2<float>(); }), "index_add: index 4 at position 0");
