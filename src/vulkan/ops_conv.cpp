@@ -67,7 +67,12 @@ std::pair<size_t, size_t> conv_tile(size_t co_g, size_t N) {
 std::pair<size_t, size_t> extent(const Layout& l) { return {l.start_offset(), l.max_offset_exclusive()}; }
 
 StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage& k, const Layout& kl,
-                    const Conv& c, const ConvEpilogue* ep) {
+                    const Conv& c, const ConvEpilogue* ep, bool may_band = true);
+StoragePtr run_conv_banded(const VulkanStorage& x, const Layout& l, const VulkanStorage& k, const Layout& kl,
+                           const Conv& c, const ConvEpilogue* ep);
+
+StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage& k, const Layout& kl,
+                    const Conv& c, const ConvEpilogue* ep, bool may_band) {
   Context& ctx = x.ctx();
   const char* sfx = float_suffix(ctx, x.dtype());
   if (!sfx || k.dtype() != x.dtype()) return nullptr;
@@ -83,9 +88,9 @@ StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage
     if (bias->dtype() != x.dtype()) return nullptr;
   }
   if (K == 0) return nullptr;
-  if (xhi - xlo > budget || n_out > budget || c.co * K > budget || !fits32(n_out) || !fits32(xhi) ||
-      (c.kh - 1) * c.d_h >= 65536 || (c.kw - 1) * c.d_w >= 65536)
-    return nullptr;
+  if (c.co * K > budget || (c.kh - 1) * c.d_h >= 65536 || (c.kw - 1) * c.d_w >= 65536) return nullptr;
+  if (xhi - xlo > budget || n_out > budget || !fits32(n_out) || !fits32(xhi))
+    return may_band ? run_conv_banded(x, l, k, kl, c, ep) : nullptr;
   auto out = x.vdev().make(x.dtype(), n_out);
   if (n_out == 0) return out;
   Dense w = dense(k, kl);
@@ -148,6 +153,51 @@ StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage
                    static_cast<uint32_t>(std::min<size_t>(tiles - t0, f.max_groups[0])),
                    static_cast<uint32_t>(gy),
                    static_cast<uint32_t>(std::min<size_t>(bgs - g0, f.max_groups[2])));
+    }
+  }
+  return out;
+}
+
+// A conv2d whose input or output exceeds one binding (maxStorageBufferRange: 128 MiB on
+// lavapipe, 4 GiB on most GPUs; a 4k feature map of 64 channels is 2 GiB): per image, bands of
+// output rows whose input rows (with the kernel's reach) and output rows fit a binding. Each
+// band's input rows are copied dense, convolved (top padding only where the band touches the
+// image's top edge), and its output rows copied into place. nullptr when one output row per
+// band is still too big.
+StoragePtr run_conv_banded(const VulkanStorage& x, const Layout& l, const VulkanStorage& k, const Layout& kl,
+                           const Conv& c, const ConvEpilogue* ep) {
+  Context& ctx = x.ctx();
+  const size_t es = dtype_size(x.dtype());
+  const size_t budget = bind_budget(ctx, es);
+  const size_t reach = (c.kh - 1) * c.d_h + 1;  // input rows of one output row
+  if (c.ci * c.iw == 0 || c.co * c.ow == 0 || !float_suffix(ctx, x.dtype())) return nullptr;
+  const size_t rows_in = budget / (c.ci * c.iw);
+  if (rows_in < reach) return nullptr;
+  const size_t band = std::min({(rows_in - reach) / c.s_h + 1, budget / (c.co * c.ow), c.oh});
+  if (band == 0) return nullptr;
+  const size_t plane = c.oh * c.ow;
+  auto out = x.vdev().make(x.dtype(), c.b * c.co * plane);
+  for (size_t bi = 0; bi < c.b; ++bi) {
+    for (size_t y0 = 0; y0 < c.oh; y0 += band) {
+      const size_t y1 = std::min(c.oh, y0 + band);
+      // input rows [iy0, iy1) cover output rows [y0, y1): oy * s - pad + dy for dy < reach
+      const size_t top = y0 * c.s_h, bottom = (y1 - 1) * c.s_h + reach;  // in padded coordinates
+      const size_t iy0 = top > c.pad_h ? top - c.pad_h : 0;
+      const size_t iy1 = std::min(c.ih, bottom > c.pad_h ? bottom - c.pad_h : 0);
+      if (iy1 <= iy0) return nullptr;  // a band entirely in the padding (not worth a path)
+      Layout band_l(Shape{1, c.ci, iy1 - iy0, c.iw}, {c.sb, c.sc, c.sh, c.sw},
+                    l.start_offset() + bi * c.sb + iy0 * c.sh);
+      auto xin = x.vdev().make(x.dtype(), band_l.elem_count());
+      x.copy_strided_src(*xin, 0, band_l);
+      Conv cb = c;
+      cb.b = 1;
+      cb.ih = iy1 - iy0;
+      cb.oh = y1 - y0;
+      cb.pad_h = c.pad_h + iy0 - top;
+      cb.sb = c.ci * cb.ih * c.iw, cb.sc = cb.ih * c.iw, cb.sh = c.iw, cb.sw = 1;
+      auto part = run_conv(*xin, Layout::contiguous(band_l.shape()), k, kl, cb, ep, false);
+      if (!part) return nullptr;
+      part->copy2d(*out, c.co, cb.oh * c.ow, cb.oh * c.ow, plane, 0, bi * c.co * plane + y0 * c.ow);
     }
   }
   return out;

@@ -1,0 +1,98 @@
+// Kernels on operands larger than one binding, with the binding limit lowered to 4 MiB by
+// CANDLE_VULKAN_MAX_BINDING_MB=4 (ctest's VulkanSmallBindings entry sets it): the paths that
+// 4k feature maps take on real GPUs (maxStorageBufferRange 128 MiB on lavapipe, 4 GiB on most
+// GPUs), on tensors small enough to check everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "vk_util.h"
+
+namespace candle {
+namespace {
+
+using namespace vk_test;
+
+constexpr uint64_t kLimit = 4ull << 20;
+
+#define SMALL_BINDING_OR_SKIP(dev)                                                                        \
+  VK_DEVICE_OR_SKIP(dev);                                                                                 \
+  do {                                                                                                    \
+    const char* mb = std::getenv("CANDLE_VULKAN_MAX_BINDING_MB");                                         \
+    if (!mb || std::strtoull(mb, nullptr, 10) != 4)                                                       \
+      GTEST_SKIP() << "needs CANDLE_VULKAN_MAX_BINDING_MB=4 (ctest's VulkanSmallBindings entry sets it)"; \
+  } while (0)
+
+// |vk - cpu| <= atol + rtol |cpu| over every element; the index of the first miss, or -1.
+int64_t first_miss(const Tensor& vk, const Tensor& cpu, float atol, float rtol) {
+  auto a = vk.to_device(Device::cpu()).flatten_to_vec<float>();
+  auto b = cpu.flatten_to_vec<float>();
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::fabs(a[i] - b[i]) <= atol + rtol * std::fabs(b[i]))) {
+      ADD_FAILURE() << "element " << i << ": " << a[i] << " vs " << b[i];
+      return static_cast<int64_t>(i);
+    }
+  return -1;
+}
+
+Tensor random(std::vector<size_t> dims, uint32_t seed) {
+  Shape s(dims);
+  return Tensor::from_vec(values(s.elem_count(), -1.0f, 1.0f, seed), s, Device::cpu());
+}
+
+// Tolerance of the conv comparisons (as in differential_test.cpp): f32 sums of up to 400 terms
+// of |x w| < 1 in another order, and the CPU's Winograd for 3x3 kernels.
+constexpr float kTol = 2e-4f;
+
+TEST(VulkanSmallBinding, Conv2dInputAndOutputInBandsOfRows) {
+  SMALL_BINDING_OR_SKIP(dev);
+  auto xb = random({1, 16, 300, 260}, 2);  // 5 MiB: beyond one binding
+  auto w = random({24, 16, 3, 3}, 3);      // output [1, 24, 300, 260]: 7.1 MiB
+  vulkan::reset_stats();
+  auto vk = xb.to_device(dev).conv2d(w.to_device(dev), 1, 1, 1, 1);
+  EXPECT_EQ(first_miss(vk, xb.conv2d(w, 1, 1, 1, 1), kTol, kTol), -1);
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+  ASSERT_GT(xb.elem_count() * 4, kLimit);
+}
+
+TEST(VulkanSmallBinding, Conv2dBandsWithStrideDilationGroupsPaddingAndEpilogue) {
+  SMALL_BINDING_OR_SKIP(dev);
+  auto x = random({2, 16, 301, 257}, 4);  // 4.7 MiB per image: two images, bands in each
+  auto w = random({8, 8, 3, 3}, 5);       // groups 2
+  auto bias = random({8}, 6);
+  vulkan::reset_stats();
+  for (auto [pad, stride, dil] : std::vector<std::array<size_t, 3>>{{2, 2, 2}, {0, 3, 1}, {3, 1, 3}}) {
+    auto vk = x.to_device(dev).conv2d_fused(w.to_device(dev), bias.to_device(dev), pad, stride, dil, 2,
+                                            UnaryOp::Silu);
+    auto cpu = x.conv2d_fused(w, bias, pad, stride, dil, 2, UnaryOp::Silu);
+    EXPECT_EQ(first_miss(vk, cpu, kTol, kTol), -1) << pad << " " << stride << " " << dil;
+  }
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+}
+
+TEST(VulkanSmallBinding, Conv2dOfAStridedInputInBands) {
+  SMALL_BINDING_OR_SKIP(dev);
+  auto x = random({1, 300, 16, 260}, 7);  // viewed as [1, 16, 300, 260] through a transpose
+  auto w = random({4, 16, 5, 5}, 8);
+  auto xt = x.transpose(1, 2);
+  vulkan::reset_stats();
+  auto vk = x.to_device(dev).transpose(1, 2).conv2d(w.to_device(dev), 2, 1, 1, 1);
+  EXPECT_EQ(first_miss(vk, xt.conv2d(w, 2, 1, 1, 1), kTol, kTol), -1);
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+}
+
+TEST(VulkanSmallBinding, ElementwiseAndReductionsSplit) {
+  SMALL_BINDING_OR_SKIP(dev);
+  auto x = random({1200, 1100}, 9);  // 5 MiB
+  vulkan::reset_stats();
+  auto xv = x.to_device(dev);
+  EXPECT_EQ(first_miss(xv.exp().t().contiguous(), x.exp().t().contiguous(), 1e-6f, 1e-6f), -1);
+  EXPECT_EQ(first_miss(xv.sum_keepdim(0), x.sum_keepdim(0), 1e-4f, 1e-5f), -1);
+  EXPECT_EQ(first_miss(xv.max_keepdim(1), x.max_keepdim(1), 0, 0), -1);
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+}
+
+}  // namespace
+}  // namespace candle
