@@ -32,36 +32,59 @@ Planes planes(const Layout& l) {
   return {d[0], d[1], d[2], d[3], s[0], s[1], s[2], s[3]};
 }
 
-// Runs `kernel` over an output of [b, c, oh, ow] elements; nullptr when the input does not fit
-// one binding.
+// Runs `kernel` over an output of [b, c, oh, ow] elements. An input beyond one binding is
+// taken in runs of whole planes of one image whose extent fits (each run bound on its own, its
+// output elements a sub-range of the output); nullptr when one plane does not fit.
 StoragePtr run_resize(const VulkanStorage& x, const Layout& l, const char* kernel, const Planes& p, size_t oh,
                       size_t ow, ResizePush pc, const VulkanStorage* tab) {
   Context& ctx = x.ctx();
-  const size_t n_out = p.b * p.c * oh * ow;
+  const size_t n_out = p.b * p.c * oh * ow, plane_out = oh * ow;
   const size_t budget = bind_budget(ctx, dtype_size(x.dtype()));
   const size_t lo = l.start_offset(), hi = std::max(l.max_offset_exclusive(), lo + 1);
-  if (hi - lo > budget || hi > 0xffffffffull || n_out > 0xffffffffull) return nullptr;
+  // the extent of k planes of one image, from the first one's start
+  const size_t plane_ext = (p.h - 1) * p.sh + (p.w - 1) * p.sw + 1;
+  auto extent = [&](size_t k) { return (k - 1) * p.sc + plane_ext; };
+  const bool whole = hi - lo <= budget && hi <= 0xffffffffull && n_out <= 0xffffffffull;
+  if (!whole && (p.h == 0 || p.w == 0 || plane_ext > budget || plane_out > 0xffffffffull)) return nullptr;
   auto out = x.vdev().make(x.dtype(), n_out);
   if (n_out == 0) return out;
-  auto bx = bind_range(x, lo, hi);
-  Binding bt = tab ? bind_range(*tab, 0, tab->elem_count()).b : bx.b;
-  pc.in_off = bx.first;
-  pc.sb = static_cast<uint32_t>(p.sb);
-  pc.sc = static_cast<uint32_t>(p.sc);
-  pc.sh = static_cast<uint32_t>(p.sh);
-  pc.sw = static_cast<uint32_t>(p.sw);
-  pc.c = static_cast<uint32_t>(p.c);
-  pc.oh = static_cast<uint32_t>(oh);
-  pc.ow = static_cast<uint32_t>(ow);
-  for (size_t first = 0; first < n_out; first += budget) {
-    const size_t n = std::min(budget, n_out - first);
-    auto bo = bind_range(*out, first, first + n);
-    pc.n = static_cast<uint32_t>(n);
-    pc.first = static_cast<uint32_t>(first);
-    pc.out_off = bo.first;
-    uint32_t gx, gy;
-    grid_for(ctx, n, kWorkGroup, gx, gy);
-    ctx.dispatch(kernel, {bx.b, bo.b, bt}, &pc, sizeof(pc), gx, gy);
+  Binding bt = tab ? bind_range(*tab, 0, tab->elem_count()).b : Binding{};
+  // planes [plane0, plane0 + count) of the dispatch's view q of the input, bound from in_lo
+  auto run = [&](size_t in_lo, size_t in_hi, const Planes& q, size_t out_first, size_t count) {
+    auto bx = bind_range(x, in_lo, in_hi);
+    pc.in_off = bx.first;
+    pc.sb = static_cast<uint32_t>(q.sb);
+    pc.sc = static_cast<uint32_t>(q.sc);
+    pc.sh = static_cast<uint32_t>(q.sh);
+    pc.sw = static_cast<uint32_t>(q.sw);
+    pc.c = static_cast<uint32_t>(q.c);
+    pc.oh = static_cast<uint32_t>(oh);
+    pc.ow = static_cast<uint32_t>(ow);
+    const size_t n_run = count * plane_out;
+    for (size_t first = 0; first < n_run; first += budget) {
+      const size_t n = std::min(budget, n_run - first);
+      auto bo = bind_range(*out, out_first + first, out_first + first + n);
+      pc.n = static_cast<uint32_t>(n);
+      pc.first = static_cast<uint32_t>(first);
+      pc.out_off = bo.first;
+      uint32_t gx, gy;
+      grid_for(ctx, n, kWorkGroup, gx, gy);
+      ctx.dispatch(kernel, {bx.b, bo.b, tab ? bt : bx.b}, &pc, sizeof(pc), gx, gy);
+    }
+  };
+  if (whole) {
+    run(lo, hi, p, 0, p.b * p.c);
+    return out;
+  }
+  // planes per run: extent(k) <= budget and k * plane_out < 2^32
+  const size_t k_in = p.sc == 0 ? p.c : (budget - plane_ext) / p.sc + 1;
+  const size_t k = std::max<size_t>(1, std::min<size_t>({p.c, k_in, 0xffffffffull / std::max<size_t>(plane_out, 1)}));
+  for (size_t b = 0; b < p.b; ++b) {
+    for (size_t c0 = 0; c0 < p.c; c0 += k) {
+      const size_t cnt = std::min(k, p.c - c0), start = lo + b * p.sb + c0 * p.sc;
+      run(start, start + extent(cnt), Planes{1, cnt, p.h, p.w, 0, p.sc, p.sh, p.sw},
+          (b * p.c + c0) * plane_out, cnt);
+    }
   }
   return out;
 }

@@ -94,5 +94,25 @@ TEST(VulkanSmallBinding, ElementwiseAndReductionsSplit) {
   EXPECT_TRUE(vulkan::stats().round_trips.empty());
 }
 
+// Pooling and resizing of inputs beyond one binding: runs of whole planes, bound one by one.
+TEST(VulkanSmallBinding, PoolingAndResizingInRunsOfPlanes) {
+  SMALL_BINDING_OR_SKIP(dev);
+  auto x = random({2, 12, 200, 230}, 10);                   // 4.2 MiB per image
+  auto xt = random({2, 200, 12, 230}, 11).transpose(1, 2);  // strided planes
+  vulkan::reset_stats();
+  for (const Tensor& in : {x, xt}) {
+    auto v = in.to_device(dev);
+    EXPECT_EQ(
+        first_miss(v.max_pool2d_with_stride({3, 3}, {2, 2}), in.max_pool2d_with_stride({3, 3}, {2, 2}), 0, 0),
+        -1);
+    EXPECT_EQ(first_miss(v.avg_pool2d({2, 2}), in.avg_pool2d({2, 2}), 1e-6f, 1e-6f), -1);
+    EXPECT_EQ(first_miss(v.upsample_nearest2d(300, 345), in.upsample_nearest2d(300, 345), 0, 0), -1);
+    EXPECT_EQ(first_miss(v.upsample_bilinear2d(150, 400, false), in.upsample_bilinear2d(150, 400, false),
+                         1e-6f, 1e-6f),
+              -1);
+  }
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+}
+
 }  // namespace
 }  // namespace candle
