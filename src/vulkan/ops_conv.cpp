@@ -158,44 +158,40 @@ StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage
   return out;
 }
 
-// A conv2d whose input or output exceeds one binding (maxStorageBufferRange: 128 MiB on
-// lavapipe, 4 GiB on most GPUs; a 4k feature map of 64 channels is 2 GiB): per image, bands of
-// output rows whose input rows (with the kernel's reach) and output rows fit a binding. Each
-// band's input rows are copied dense, convolved (top padding only where the band touches the
-// image's top edge), and its output rows copied into place. nullptr when one output row per
-// band is still too big.
-StoragePtr run_conv_banded(const VulkanStorage& x, const Layout& l, const VulkanStorage& k, const Layout& kl,
-                           const Conv& c, const ConvEpilogue* ep) {
-  Context& ctx = x.ctx();
-  const size_t es = dtype_size(x.dtype());
-  const size_t budget = bind_budget(ctx, es);
-  const size_t reach = (c.kh - 1) * c.d_h + 1;  // input rows of one output row
-  if (c.ci * c.iw == 0 || c.co * c.ow == 0 || !float_suffix(ctx, x.dtype())) return nullptr;
-  const size_t rows_in = budget / (c.ci * c.iw);
-  if (rows_in < reach) return nullptr;
-  const size_t band = std::min({(rows_in - reach) / c.s_h + 1, budget / (c.co * c.ow), c.oh});
-  if (band == 0) return nullptr;
+// Input rows [iy0, iy1) a band of output rows [y0, y1) reads, and the top padding that maps
+// the band's first output row onto row iy0 (pad_h of the band's problem).
+struct BandRows {
+  size_t iy0, iy1, pad;
+};
+
+// A conv2d or conv_transpose2d whose input or output exceeds one binding (maxStorageBufferRange:
+// 128 MiB on lavapipe, 4 GiB on most GPUs; a 4k feature map of 64 channels is 2 GiB): per
+// image, bands of `band` output rows; each band's input rows (`rows`) are copied dense, `run`
+// convolves them (with the band's own top padding) and its output rows are copied into place.
+template <typename Rows, typename Run>
+StoragePtr run_in_bands(const VulkanStorage& x, const Layout& l, const Conv& c, size_t band, Rows rows,
+                        Run run) {
   const size_t plane = c.oh * c.ow;
   auto out = x.vdev().make(x.dtype(), c.b * c.co * plane);
   for (size_t bi = 0; bi < c.b; ++bi) {
     for (size_t y0 = 0; y0 < c.oh; y0 += band) {
       const size_t y1 = std::min(c.oh, y0 + band);
-      // input rows [iy0, iy1) cover output rows [y0, y1): oy * s - pad + dy for dy < reach
-      const size_t top = y0 * c.s_h, bottom = (y1 - 1) * c.s_h + reach;  // in padded coordinates
-      const size_t iy0 = top > c.pad_h ? top - c.pad_h : 0;
-      const size_t iy1 = std::min(c.ih, bottom > c.pad_h ? bottom - c.pad_h : 0);
-      if (iy1 <= iy0) return nullptr;  // a band entirely in the padding (not worth a path)
-      Layout band_l(Shape{1, c.ci, iy1 - iy0, c.iw}, {c.sb, c.sc, c.sh, c.sw},
-                    l.start_offset() + bi * c.sb + iy0 * c.sh);
-      auto xin = x.vdev().make(x.dtype(), band_l.elem_count());
-      x.copy_strided_src(*xin, 0, band_l);
+      const BandRows r = rows(y0, y1);
       Conv cb = c;
       cb.b = 1;
-      cb.ih = iy1 - iy0;
+      cb.ih = r.iy1 > r.iy0 ? r.iy1 - r.iy0 : 1;  // one zero row when the band reads none
       cb.oh = y1 - y0;
-      cb.pad_h = c.pad_h + iy0 - top;
+      cb.pad_h = r.pad;
       cb.sb = c.ci * cb.ih * c.iw, cb.sc = cb.ih * c.iw, cb.sh = c.iw, cb.sw = 1;
-      auto part = run_conv(*xin, Layout::contiguous(band_l.shape()), k, kl, cb, ep, false);
+      auto xin = x.vdev().make(x.dtype(), c.ci * cb.ih * c.iw);
+      if (r.iy1 > r.iy0) {
+        Layout band_l(Shape{1, c.ci, cb.ih, c.iw}, {c.sb, c.sc, c.sh, c.sw},
+                      l.start_offset() + bi * c.sb + r.iy0 * c.sh);
+        x.copy_strided_src(*xin, 0, band_l);
+      } else {
+        xin->const_set(Scalar(0.0), Layout::contiguous(Shape{xin->elem_count()}));
+      }
+      StoragePtr part = run(*xin, Layout::contiguous(Shape{1, c.ci, cb.ih, c.iw}), cb);
       if (!part) return nullptr;
       part->copy2d(*out, c.co, cb.oh * c.ow, cb.oh * c.ow, plane, 0, bi * c.co * plane + y0 * c.ow);
     }
@@ -203,8 +199,57 @@ StoragePtr run_conv_banded(const VulkanStorage& x, const Layout& l, const Vulkan
   return out;
 }
 
+// conv2d in bands: output row oy reads padded rows [oy * s, oy * s + reach).
+StoragePtr run_conv_banded(const VulkanStorage& x, const Layout& l, const VulkanStorage& k, const Layout& kl,
+                           const Conv& c, const ConvEpilogue* ep) {
+  const size_t budget = bind_budget(x.ctx(), dtype_size(x.dtype()));
+  const size_t reach = (c.kh - 1) * c.d_h + 1;
+  if (c.ci * c.iw == 0 || c.co * c.ow == 0 || c.oh == 0) return nullptr;
+  const size_t rows_in = budget / (c.ci * c.iw);
+  if (rows_in < reach) return nullptr;
+  const size_t band = std::min({(rows_in - reach) / c.s_h + 1, budget / (c.co * c.ow), c.oh});
+  if (band == 0) return nullptr;
+  auto rows = [&](size_t y0, size_t y1) {
+    const size_t top = y0 * c.s_h, bottom = (y1 - 1) * c.s_h + reach;  // padded coordinates
+    const size_t iy0 = top > c.pad_h ? top - c.pad_h : 0;
+    const size_t iy1 = std::min(c.ih, bottom > c.pad_h ? bottom - c.pad_h : 0);
+    if (iy1 <= iy0) return BandRows{0, 0, 0};  // only padding rows (a zero row reads the same)
+    return BandRows{iy0, iy1, c.pad_h + iy0 - top};
+  };
+  return run_in_bands(x, l, c, band, rows, [&](const VulkanStorage& xb, const Layout& lb, const Conv& cb) {
+    return run_conv(xb, lb, k, kl, cb, ep, false);
+  });
+}
+
 StoragePtr run_conv_transpose(const VulkanStorage& x, const Layout& l, const VulkanStorage& k,
-                              const Layout& kl, const Conv& c) {
+                              const Layout& kl, const Conv& c, bool may_band = true);
+
+// conv_transpose2d in bands: output row oy reads input rows iy with iy * s = oy + pad - ky * d.
+StoragePtr run_conv_transpose_banded(const VulkanStorage& x, const Layout& l, const VulkanStorage& k,
+                                     const Layout& kl, const Conv& c) {
+  const size_t budget = bind_budget(x.ctx(), dtype_size(x.dtype()));
+  const size_t reach = (c.kh - 1) * c.d_h;
+  if (c.ci * c.iw == 0 || c.co * c.ow == 0 || c.oh == 0) return nullptr;
+  const size_t rows_in = budget / (c.ci * c.iw);
+  // a band of n output rows reads at most (n - 1 + reach) / s + 2 input rows
+  if (rows_in < (reach + c.s_h - 1) / c.s_h + 2) return nullptr;
+  const size_t band = std::min({(rows_in - 2) * c.s_h - reach + 1, budget / (c.co * c.ow), c.oh});
+  if (band == 0) return nullptr;
+  auto rows = [&](size_t y0, size_t y1) {
+    const size_t lo = y0 + c.pad_h, hi = y1 - 1 + c.pad_h;  // iy * s in [lo - reach, hi]
+    size_t iy0 = lo > reach ? (lo - reach + c.s_h - 1) / c.s_h : 0;
+    iy0 = std::min(iy0, lo / c.s_h);  // pad = lo - iy0 * s >= 0
+    const size_t iy1 = std::min(c.ih, hi / c.s_h + 1);
+    if (iy1 <= iy0) return BandRows{0, 0, 0};  // no input row lands in the band
+    return BandRows{iy0, iy1, lo - iy0 * c.s_h};
+  };
+  return run_in_bands(x, l, c, band, rows, [&](const VulkanStorage& xb, const Layout& lb, const Conv& cb) {
+    return run_conv_transpose(xb, lb, k, kl, cb, false);
+  });
+}
+
+StoragePtr run_conv_transpose(const VulkanStorage& x, const Layout& l, const VulkanStorage& k,
+                              const Layout& kl, const Conv& c, bool may_band) {
   Context& ctx = x.ctx();
   const char* sfx = float_suffix(ctx, x.dtype());
   if (!sfx || k.dtype() != x.dtype()) return nullptr;
@@ -213,8 +258,9 @@ StoragePtr run_conv_transpose(const VulkanStorage& x, const Layout& l, const Vul
   const size_t es = dtype_size(x.dtype());
   const size_t budget = bind_budget(ctx, es);
   auto [xlo, xhi] = extent(l);
-  if (xhi - xlo > budget || c.ci * co_g * c.kh * c.kw > budget || !fits32(n_out) || !fits32(xhi))
-    return nullptr;
+  if (c.ci * co_g * c.kh * c.kw > budget) return nullptr;
+  if (xhi - xlo > budget || !fits32(n_out) || !fits32(xhi))
+    return may_band ? run_conv_transpose_banded(x, l, k, kl, c) : nullptr;
   auto out = x.vdev().make(x.dtype(), n_out);
   if (n_out == 0) return out;
   Dense w = dense(k, kl);

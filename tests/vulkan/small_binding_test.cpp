@@ -94,6 +94,37 @@ TEST(VulkanSmallBinding, ElementwiseAndReductionsSplit) {
   EXPECT_TRUE(vulkan::stats().round_trips.empty());
 }
 
+TEST(VulkanSmallBinding, ConvTranspose2dInBandsOfRows) {
+  SMALL_BINDING_OR_SKIP(dev);
+  auto x = random({2, 16, 160, 210}, 12);  // 2.1 MiB per image, 4.3 MiB in all
+  auto w = random({16, 3, 4, 4}, 13);      // [c_in, c_out, kh, kw]
+  auto w3 = random({16, 2, 3, 3}, 14);
+  vulkan::reset_stats();
+  // (padding, output_padding, stride, dilation)
+  for (auto [pad, opad, stride, dil] :
+       std::vector<std::array<size_t, 4>>{{1, 0, 2, 1}, {0, 1, 3, 1}, {2, 0, 1, 2}, {5, 0, 2, 1}}) {
+    const Tensor& k = stride == 3 || dil == 2 ? w3 : w;
+    auto vk = x.to_device(dev).conv_transpose2d(k.to_device(dev), pad, opad, stride, dil);
+    auto cpu = x.conv_transpose2d(k, pad, opad, stride, dil);
+    EXPECT_EQ(first_miss(vk, cpu, kTol, kTol), -1) << pad << " " << opad << " " << stride << " " << dil;
+  }
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+}
+
+TEST(VulkanSmallBinding, Conv2dBandsOfOnlyPaddingRows) {
+  SMALL_BINDING_OR_SKIP(dev);
+  // 4.6 MiB; bands of 85 output rows, padding 40: the last band (rows 170..177) reads only
+  // padding, and the first starts 40 rows above the image
+  auto x = random({1, 200, 100, 60}, 15);
+  auto w = random({4, 200, 3, 3}, 16);
+  auto bias = random({4}, 17);
+  vulkan::reset_stats();
+  auto vk =
+      x.to_device(dev).conv2d_fused(w.to_device(dev), bias.to_device(dev), 40, 1, 1, 1, UnaryOp::Sigmoid);
+  EXPECT_EQ(first_miss(vk, x.conv2d_fused(w, bias, 40, 1, 1, 1, UnaryOp::Sigmoid), kTol, kTol), -1);
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+}
+
 // Pooling and resizing of inputs beyond one binding: runs of whole planes, bound one by one.
 TEST(VulkanSmallBinding, PoolingAndResizingInRunsOfPlanes) {
   SMALL_BINDING_OR_SKIP(dev);
