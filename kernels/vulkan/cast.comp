@@ -1,7 +1,8 @@
 #version 450
 // to_dtype: element-wise conversion through f32 (the CPU's cast_value): float -> integer
 // truncates toward zero and saturates, NaN gives 0; bf16 rounds to nearest even.
-// Operands: 0 input (strided), 1 output (dense). Variants <src>_<dst>.
+// Integer -> integer (u8, u32, i64) as a C cast: the low bits of the source, unsigned sources
+// zero-extended. Operands: 0 input (strided), 1 output (dense). Variants <src>_<dst>.
 //! variant f32_f16 S_F32 D_F16
 //! variant f32_bf16 S_F32 D_BF16
 //! variant f32_u8 S_F32 D_U8
@@ -26,6 +27,12 @@
 //! variant i64_f32 S_I64 D_F32
 //! variant i64_f16 S_I64 D_F16
 //! variant i64_bf16 S_I64 D_BF16
+//! variant u8_u32 S_U8 D_U32
+//! variant u8_i64 S_U8 D_I64
+//! variant u32_u8 S_U32 D_U8
+//! variant u32_i64 S_U32 D_I64
+//! variant i64_u8 S_I64 D_U8
+//! variant i64_u32 S_I64 D_U32
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -94,8 +101,16 @@ D convert(float v) {
 #endif
 }
 
+#if (defined(S_U8) || defined(S_U32) || defined(S_I64)) && (defined(D_U8) || defined(D_U32) || defined(D_I64))
+#define INT_TO_INT
+#endif
+
 void main() {
   uint i = ew_index();
   if (i >= pc.n) return;
+#if defined(INT_TO_INT)
+  y[pc.off[1] + i] = D(uint64_t(x[ew_offsets(i).x]));
+#else
   y[pc.off[1] + i] = convert(load(ew_offsets(i).x));
+#endif
 }

@@ -2,7 +2,10 @@
 // work-item index, strided offsets and the element types of a variant.
 //
 // Variant macros: T_F32 / T_F16 pick the float type T of the operands (float16_t needs
-// shaderFloat16 + 16-bit storage); B1/B2/B4/B8 pick a raw element type E of that many bytes.
+// shaderFloat16 + 16-bit storage); B1/B2/B4/B8 pick a raw element type E of that many bytes;
+// I_U8 / I_U32 / I_I64 pick an integer element type IT (uint8_t needs shaderInt8 + 8-bit
+// storage, int64_t shaderInt64) and its compute type IC: uint for u8 and u32 (a u8 result is
+// the low 8 bits, as the CPU's wrapping arithmetic), int64_t for i64 (two's complement wraps).
 
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -22,6 +25,17 @@
 #define E uvec2
 #else
 #define E uint
+#endif
+
+#if defined(I_U8)
+#define IT uint8_t
+#define IC uint
+#elif defined(I_U32)
+#define IT uint
+#define IC uint
+#elif defined(I_I64)
+#define IT int64_t
+#define IC int64_t
 #endif
 
 layout(local_size_x = 256) in;

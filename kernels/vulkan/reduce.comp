@@ -2,7 +2,11 @@
 // Reductions of contiguous rows: sum, min, max, argmin, argmax (op = ReduceOp order).
 // Each work-group reduces `chunk` elements of one row (256 threads, each a fixed strided
 // subset, then a fixed tree): deterministic. With several chunks per row the work-groups write
-// partials (f32 value + u32 index within the row) that a second pass (IN_P) reduces.
+// partials (value + u32 index within the row) that a second pass (IN_P) reduces.
+// Float variants (f32, f16) combine in f32 with f32 partials. Integer variants (K_U8, K_U32,
+// K_I64) combine in uint (u8, u32) or int64_t (i64) with partials of that type: sums wrap (the
+// CPU's, whatever the order: wrapping addition is associative), min/max compare in the type,
+// and ties go to the first index, as the CPU.
 // Bindings: 0 values in, 1 indices in (IN_P only; else a dummy), 2 values out, 3 indices out.
 //! variant f32 IN_F32 OUT_F32
 //! variant f16 IN_F16 OUT_F16
@@ -10,15 +14,55 @@
 //! variant f16_p IN_F16 OUT_P
 //! variant p_f32 IN_P OUT_F32
 //! variant p_f16 IN_P OUT_F16
+//! variant u8 K_U8
+//! variant u32 K_U32
+//! variant i64 K_I64
+//! variant u8_p K_U8 OUT_P
+//! variant u32_p K_U32 OUT_P
+//! variant i64_p K_I64 OUT_P
+//! variant p_u8 K_U8 IN_P
+//! variant p_u32 K_U32 IN_P
+//! variant p_i64 K_I64 IN_P
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_8bit_storage : require
 
-#if defined(IN_F16)
+#if defined(K_U8) || defined(K_U32) || defined(K_I64)
+#define INT_K
+#endif
+
+// V: the type values are combined (and partials stored) in
+#if defined(K_I64)
+#define V int64_t
+#elif defined(INT_K)
+#define V uint
+#else
+#define V float
+#endif
+
+#if defined(IN_P)
+#define TI V
+#elif defined(K_U8)
+#define TI uint8_t
+#elif defined(K_U32)
+#define TI uint
+#elif defined(K_I64)
+#define TI int64_t
+#elif defined(IN_F16)
 #define TI float16_t
 #else
 #define TI float
 #endif
-#if defined(OUT_F16)
+
+#if defined(OUT_P)
+#define TO V
+#elif defined(K_U8)
+#define TO uint8_t
+#elif defined(K_U32)
+#define TO uint
+#elif defined(K_I64)
+#define TO int64_t
+#elif defined(OUT_F16)
 #define TO float16_t
 #else
 #define TO float
@@ -38,6 +82,7 @@ layout(push_constant) uniform Push {
   uint row0;        // the row of work-group w0
   uint c0;          // the chunk of work-group w0 (in_off is that chunk's first element)
   uint n_groups;    // work-groups in this dispatch
+  uint idx_off;     // in_off's counterpart in binding 1 (IN_P)
 } pc;
 
 layout(std430, binding = 0) readonly buffer InV { TI xv[]; };
@@ -46,11 +91,11 @@ layout(std430, binding = 2) writeonly buffer OutV { TO yv[]; };
 layout(std430, binding = 3) writeonly buffer OutI { uint yi[]; };
 
 const uint EMPTY = 0xffffffffu;
-shared float sv[256];
+shared V sv[256];
 shared uint si[256];
 
 // Folds (v2, i2) into (v, i); order-independent, so the result does not depend on the tree.
-void combine(inout float v, inout uint i, float v2, uint i2) {
+void combine(inout V v, inout uint i, V v2, uint i2) {
   if (i2 == EMPTY) return;
   if (i == EMPTY) {
     v = v2;
@@ -62,6 +107,13 @@ void combine(inout float v, inout uint i, float v2, uint i2) {
     v += v2;
     return;
   }
+#if defined(INT_K)
+  bool better = (op == 2u || op == 4u) ? v2 > v : v2 < v;
+  if (better || (v2 == v && i2 < i)) {
+    v = v2;
+    i = i2;
+  }
+#else
   bool n1 = isnan(v), n2 = isnan(v2);
   bool take;
   if (n1 || n2) {
@@ -74,6 +126,7 @@ void combine(inout float v, inout uint i, float v2, uint i2) {
     v = v2;
     i = i2;
   }
+#endif
 }
 
 void main() {
@@ -85,14 +138,15 @@ void main() {
   uint end = min(pc.row_len, begin + pc.chunk);
   // (modular arithmetic: the sum is the element's offset in the binding)
   uint base = pc.in_off + (row - pc.row0) * pc.row_stride - pc.c0 * pc.chunk;
+  uint base_i = base - pc.in_off + pc.idx_off;
   uint t = gl_LocalInvocationID.x;
-  float v = 0.0;
+  V v = V(0);
   uint ix = EMPTY;
   for (uint k = begin + t; k < end; k += 256u) {
 #if defined(IN_P)
-    combine(v, ix, xv[base + k], xi[base + k]);
+    combine(v, ix, xv[base + k], xi[base_i + k]);
 #else
-    combine(v, ix, float(xv[base + k]), k);
+    combine(v, ix, V(xv[base + k]), k);
 #endif
   }
   sv[t] = v;
@@ -100,7 +154,7 @@ void main() {
   barrier();
   for (uint s = 128u; s > 0u; s >>= 1) {
     if (t < s) {
-      float a = sv[t];
+      V a = sv[t];
       uint ia = si[t];
       combine(a, ia, sv[t + s], si[t + s]);
       sv[t] = a;
@@ -117,7 +171,7 @@ void main() {
     if (pc.op >= 3u)
       yi[o] = si[0];
     else
-      yv[o] = TO(si[0] == EMPTY ? 0.0 : sv[0]);
+      yv[o] = TO(si[0] == EMPTY ? V(0) : sv[0]);
 #endif
   }
 }

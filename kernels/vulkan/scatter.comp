@@ -19,17 +19,34 @@
 //! variant add_f16_u32 ADD T_F16 ID_U32
 //! variant add_f32_i64 ADD T_F32 ID_I64
 //! variant add_f16_i64 ADD T_F16 ID_I64
+//! variant add_u8_u32 ADD I_U8 ID_U32
+//! variant add_u32_u32 ADD I_U32 ID_U32
+//! variant add_i64_u32 ADD I_I64 ID_U32
+//! variant add_u8_i64 ADD I_U8 ID_I64
+//! variant add_u32_i64 ADD I_U32 ID_I64
+//! variant add_i64_i64 ADD I_I64 ID_I64
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
 
-#if defined(ADD)
+// ADD_E(a, b): a + b rounded to E (floats through f32; integers wrap, as the CPU's)
+#if defined(ADD) && defined(I_U8)
+#define E uint8_t
+#define ADD_E(a, b) E(uint(a) + uint(b))
+#elif defined(ADD) && defined(I_U32)
+#define E uint
+#define ADD_E(a, b) ((a) + (b))
+#elif defined(ADD) && defined(I_I64)
+#define E int64_t
+#define ADD_E(a, b) ((a) + (b))
+#elif defined(ADD)
 #if defined(T_F16)
 #define E float16_t
 #else
 #define E float
 #endif
+#define ADD_E(a, b) E(float(a) + float(b))
 #elif defined(B1)
 #define E uint8_t
 #elif defined(B2)
@@ -78,7 +95,7 @@ void main() {
     if (id >= pc.dst_dim) continue;
     uint de = pc.dst_off + (l * pc.dst_dim + id) * pc.right + r;
 #if defined(ADD)
-    d[de] = E(float(d[de]) + float(s[pc.src_off + se]));
+    d[de] = ADD_E(d[de], s[pc.src_off + se]);
 #else
     d[de] = s[pc.src_off + se];
 #endif

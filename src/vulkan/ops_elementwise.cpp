@@ -1,6 +1,9 @@
 // Element-wise ops: unary (+ affine, powf, elu), binary, cmp, where_cond and to_dtype.
+// Floats (f32, f16) and integers (u8, u32, i64: the CPU's wrapping arithmetic, bit-identical).
+#include <cmath>
 #include <string>
 
+#include "core/unary_traits.h"
 #include "storage.h"
 
 namespace candle::vk_backend {
@@ -8,16 +11,42 @@ namespace {
 
 constexpr uint32_t kAffine = 20, kPowf = 21, kElu = 22;
 
-// unary.comp over (s, l) with op code `op`; nullptr when there is no kernel for it.
-StoragePtr run_unary(const VulkanStorage& s, const Layout& l, uint32_t op, float p0, float p1) {
-  const char* sfx = float_suffix(s.ctx(), s.dtype());
+// "u8" (with 8-bit storage and arithmetic), "u32", "i64" (with shaderInt64): the integer
+// variants of unary/binary/cmp.comp; nullptr for other dtypes or without the feature.
+const char* int_suffix(const Context& ctx, DType dt) {
+  switch (dt) {
+    case DType::U8: return ctx.features().int8 ? "u8" : nullptr;
+    case DType::U32: return "u32";
+    case DType::I64: return ctx.features().int64 ? "i64" : nullptr;
+    default: return nullptr;
+  }
+}
+
+// The variant suffix of an element-wise kernel for dt: float_suffix or int_suffix.
+const char* num_suffix(const Context& ctx, DType dt) {
+  const char* f = float_suffix(ctx, dt);
+  return f ? f : int_suffix(ctx, dt);
+}
+
+// unary.comp over (s, l) with op code `op` and parameter bits p0, p1; nullptr when there is
+// no kernel for the dtype (and for integers, an op the CPU refuses or powf/elu: the
+// round-trip then raises the CPU's error).
+StoragePtr run_unary(const VulkanStorage& s, const Layout& l, uint32_t op, uint32_t p0, uint32_t p1) {
+  const char* sfx = num_suffix(s.ctx(), s.dtype());
   if (!sfx) return nullptr;
+  if (dtype_is_int(s.dtype()) && op != kAffine &&
+      (op >= kAffine || !unary_op_supports_int(static_cast<UnaryOp>(op))))
+    return nullptr;
   auto out = s.vdev().make(s.dtype(), l.elem_count());
   std::string k = std::string("unary_") + sfx;
-  if (!run_elementwise(k.c_str(), {{&s, l}, {out.get(), Layout::contiguous(l.shape())}}, 1, op, f32_bits(p0),
-                       f32_bits(p1)))
+  if (!run_elementwise(k.c_str(), {{&s, l}, {out.get(), Layout::contiguous(l.shape())}}, 1, op, p0, p1))
     return nullptr;
   return out;
+}
+
+// Whether v is an integer in [lo, hi].
+bool integral_in(double v, double lo, double hi) {
+  return std::isfinite(v) && std::trunc(v) == v && v >= lo && v <= hi;
 }
 
 }  // namespace
@@ -29,19 +58,35 @@ StoragePtr VulkanStorage::unary(UnaryOp op, const Layout& l) const {
 }
 
 StoragePtr VulkanStorage::affine(const Layout& l, double mul, double add) const {
-  if (auto r = run_unary(*this, l, kAffine, static_cast<float>(mul), static_cast<float>(add))) return r;
+  if (dtype_is_int(dtype_)) {
+    // The CPU's exact path (integral mul and add in the dtype's range: wrapping x * mul + add)
+    // where mul and add fit 32 bits (i64: an i32); a fractional mul or add, which the CPU
+    // computes in f64, has no kernel (no shaderFloat64 here).
+    const bool i64 = dtype_ == DType::I64;
+    const double lo = i64 ? -2147483648.0 : 0.0;
+    const double hi = dtype_ == DType::U8 ? 255.0 : i64 ? 2147483647.0 : 4294967295.0;
+    if (integral_in(mul, lo, hi) && integral_in(add, lo, hi)) {
+      auto bits = [&](double v) {
+        return i64 ? static_cast<uint32_t>(static_cast<int32_t>(v)) : static_cast<uint32_t>(v);
+      };
+      if (auto r = run_unary(*this, l, kAffine, bits(mul), bits(add))) return r;
+    }
+  } else if (auto r = run_unary(*this, l, kAffine, f32_bits(static_cast<float>(mul)),
+                                f32_bits(static_cast<float>(add)))) {
+    return r;
+  }
   note_round_trip("affine");
   return BackendStorage::affine(l, mul, add);
 }
 
 StoragePtr VulkanStorage::powf(const Layout& l, double e) const {
-  if (auto r = run_unary(*this, l, kPowf, static_cast<float>(e), 0)) return r;
+  if (auto r = run_unary(*this, l, kPowf, f32_bits(static_cast<float>(e)), 0)) return r;
   note_round_trip("powf");
   return BackendStorage::powf(l, e);
 }
 
 StoragePtr VulkanStorage::elu(const Layout& l, double alpha) const {
-  if (auto r = run_unary(*this, l, kElu, static_cast<float>(alpha), 0)) return r;
+  if (auto r = run_unary(*this, l, kElu, f32_bits(static_cast<float>(alpha)), 0)) return r;
   note_round_trip("elu");
   return BackendStorage::elu(l, alpha);
 }
@@ -49,7 +94,9 @@ StoragePtr VulkanStorage::elu(const Layout& l, double alpha) const {
 StoragePtr VulkanStorage::binary(BinaryOp op, const Layout& lhs_l, const BackendStorage& rhs_base,
                                  const Layout& rhs_l) const {
   const auto& rhs = as_vk(rhs_base, binary_op_name(op));
-  if (const char* sfx = float_suffix(ctx(), dtype_); sfx && rhs.dtype() == dtype_) {
+  // integer pow: the CPU refuses it (the round-trip raises its error)
+  const bool ok = !(op == BinaryOp::Pow && dtype_is_int(dtype_));
+  if (const char* sfx = num_suffix(ctx(), dtype_); sfx && ok && rhs.dtype() == dtype_) {
     auto out = vdev().make(dtype_, lhs_l.elem_count());
     std::string k = std::string("binary_") + sfx;
     if (run_elementwise(k.c_str(),
@@ -64,7 +111,7 @@ StoragePtr VulkanStorage::binary(BinaryOp op, const Layout& lhs_l, const Backend
 StoragePtr VulkanStorage::cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs_base,
                               const Layout& rhs_l) const {
   const auto& rhs = as_vk(rhs_base, cmp_op_name(op));
-  if (const char* sfx = float_suffix(ctx(), dtype_); sfx && rhs.dtype() == dtype_ && ctx().features().int8) {
+  if (const char* sfx = num_suffix(ctx(), dtype_); sfx && rhs.dtype() == dtype_ && ctx().features().int8) {
     auto out = vdev().make(DType::U8, lhs_l.elem_count());
     std::string k = std::string("cmp_") + sfx;
     if (run_elementwise(k.c_str(),
@@ -109,13 +156,13 @@ const char* cast_name(const Context& ctx, DType dt) {
     default: return nullptr;
   }
 }
-bool is_floatish(DType dt) { return dt == DType::F32 || dt == DType::F16 || dt == DType::BF16; }
 }  // namespace
 
 StoragePtr VulkanStorage::to_dtype(const Layout& l, DType dtype) const {
   const char* s = cast_name(ctx(), dtype_);
   const char* d = cast_name(ctx(), dtype);
-  if (s && d && dtype != dtype_ && (is_floatish(dtype_) || is_floatish(dtype))) {
+  // cast.comp has every pair of these dtypes
+  if (s && d && dtype != dtype_) {
     auto out = vdev().make(dtype, l.elem_count());
     std::string k = std::string("cast_") + s + "_" + d;
     if (run_elementwise(k.c_str(), {{this, l}, {out.get(), Layout::contiguous(l.shape())}}, 1, 0)) return out;

@@ -4,7 +4,9 @@
 // spaced contiguous rows it is first copied to a dense temporary. Rows are then reduced by
 // work-groups of `chunk` elements; rows much longer than the number of rows are split over
 // several work-groups whose partials a second pass reduces. The split depends only on the
-// shape and the device's binding range, so results are deterministic.
+// shape and the device's binding range, so results are deterministic. Integer dtypes (u8,
+// u32, i64) have their own variants (wrapping sums, partials in u32 / i64): bit-identical to
+// the CPU.
 #include <algorithm>
 #include <string>
 
@@ -14,8 +16,21 @@ namespace candle::vk_backend {
 namespace {
 
 struct ReducePush {
-  uint32_t row_len, row_stride, chunk, chunks, op, in_off, out_off, w0, row0, c0, n_groups;
+  uint32_t row_len, row_stride, chunk, chunks, op, in_off, out_off, w0, row0, c0, n_groups, idx_off;
 };
+
+// The reduce.comp variant for dt ("f32", "f16", "u8", "u32", "i64") and the dtype of its
+// partial values; nullptr when there is none.
+const char* reduce_suffix(const Context& ctx, DType dt, DType& partial) {
+  partial = DType::F32;
+  if (const char* f = float_suffix(ctx, dt)) return f;
+  switch (dt) {
+    case DType::U8: partial = DType::U32; return ctx.features().int8 ? "u8" : nullptr;
+    case DType::U32: partial = DType::U32; return "u32";
+    case DType::I64: partial = DType::I64; return ctx.features().int64 ? "i64" : nullptr;
+    default: return nullptr;
+  }
+}
 
 struct Rows {
   const VulkanStorage* s;    // values
@@ -53,7 +68,6 @@ void run_pass(const std::string& kernel, const Rows& in, size_t chunk, size_t ch
     auto bi = in.idx ? bind_range(*in.idx, first, last) : bv;
     auto ov = bind_range(out_v, w0, w1);
     auto oi = bind_range(out_i, w0, w1);
-    if (in.idx && bi.first != bv.first) throw Error(ErrorKind::Internal, "reduce: partial bindings differ");
     ReducePush pc{static_cast<uint32_t>(in.row_len),
                   static_cast<uint32_t>(in.row_stride),
                   static_cast<uint32_t>(chunk),
@@ -64,7 +78,8 @@ void run_pass(const std::string& kernel, const Rows& in, size_t chunk, size_t ch
                   static_cast<uint32_t>(w0),
                   static_cast<uint32_t>(row0),
                   static_cast<uint32_t>(w0 % chunks),
-                  static_cast<uint32_t>(w1 - w0)};
+                  static_cast<uint32_t>(w1 - w0),
+                  bi.first};
     if (oi.first != ov.first) throw Error(ErrorKind::Internal, "reduce: output bindings differ");
     uint32_t gx, gy;
     grid_for(ctx, w1 - w0, 1, gx, gy);
@@ -77,7 +92,8 @@ void run_pass(const std::string& kernel, const Rows& in, size_t chunk, size_t ch
 
 StoragePtr VulkanStorage::reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const {
   const char* name = reduce_op_name(op);
-  const char* sfx = float_suffix(ctx(), dtype_);
+  DType partial;
+  const char* sfx = reduce_suffix(ctx(), dtype_, partial);
   const bool is_arg = op == ReduceOp::ArgMin || op == ReduceOp::ArgMax;
   const size_t rank = l.dims().size();
   bool valid = !(is_arg && dims.size() != 1);
@@ -158,7 +174,7 @@ StoragePtr VulkanStorage::reduce(ReduceOp op, const Layout& l, const std::vector
     run_pass("reduce_" + k, rows, chunk, 1, opc, *out, *out);
     return out;
   }
-  auto pv = vdev().make(DType::F32, n_out * chunks);
+  auto pv = vdev().make(partial, n_out * chunks);
   auto pi = vdev().make(DType::U32, n_out * chunks);
   run_pass("reduce_" + k + "_p", rows, chunk, chunks, opc, *pv, *pi);
   Rows second{pv.get(), pi.get(), 0, n_out, chunks, chunks};
