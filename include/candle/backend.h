@@ -51,6 +51,9 @@ enum class UnaryOp : uint8_t {
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Pow };
 enum class CmpOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp : uint8_t { Sum, Min, Max, ArgMin, ArgMax };
+// The rotary embeddings of candle::nn: rotate the halves [0, d/2) / [d/2, d) of the last dim
+// (xs [b, h, t, d]), interleaved pairs (2i, 2i+1) ([b, h, t, d]), or halves with xs [b, t, h, d].
+enum class RopeKind : uint8_t { Halves, Interleaved, HalvesThd };
 
 const char* unary_op_name(UnaryOp op);
 const char* binary_op_name(BinaryOp op);
@@ -267,6 +270,24 @@ class BackendStorage {
   virtual StoragePtr upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w, bool align_corners,
                                               std::optional<double> scale_h,
                                               std::optional<double> scale_w) const;
+
+  // ---- fused last-dim ops of candle::nn (candle's CustomOps softmax-last-dim, rms-norm,
+  // layer-norm, rotary-emb; CPU kernels: src/nn/fused_cpu.cpp, whose semantics these follow).
+  // Default: nullptr, meaning "no kernel here": the caller composes tensor ops (not a
+  // round-trip). The nn layer has checked shapes and devices, and gives the operands in the
+  // dtype of `this`; f16/bf16 compute in f32. Results are contiguous with l's shape.
+  // xs [..., d]: softmax over the last dim (the row max subtracted first).
+  virtual StoragePtr softmax_last_dim(const Layout& l) const;
+  // xs [..., d], alpha [d]: x / sqrt(mean(x^2) + eps) * alpha.
+  virtual StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                              float eps) const;
+  // xs [..., d], alpha/beta [d]: (x - mean) / sqrt(var + eps) * alpha + beta (biased variance).
+  virtual StoragePtr layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                                const BackendStorage& beta, const Layout& beta_l, float eps) const;
+  // xs [b, h, t, d] ([b, t, h, d] for HalvesThd); cos/sin [t_max, d/2] or [b, t_max, d/2]
+  // (t <= t_max; rows [0, t) are used).
+  virtual StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
+                          const BackendStorage& sin, const Layout& sin_l) const;
 
  protected:
   // Runs `fn` on CPU copies and uploads the result; counts the round-trip under `op`.

@@ -253,4 +253,18 @@ StoragePtr BackendStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in
                 "upsample_bilinear2d_grad");
 }
 
+// The nn fused ops have no generic kernel: nullptr lets candle::nn compose tensor ops.
+StoragePtr BackendStorage::softmax_last_dim(const Layout&) const { return nullptr; }
+StoragePtr BackendStorage::rms_norm(const Layout&, const BackendStorage&, const Layout&, float) const {
+  return nullptr;
+}
+StoragePtr BackendStorage::layer_norm(const Layout&, const BackendStorage&, const Layout&,
+                                      const BackendStorage&, const Layout&, float) const {
+  return nullptr;
+}
+StoragePtr BackendStorage::rope(RopeKind, const Layout&, const BackendStorage&, const Layout&,
+                                const BackendStorage&, const Layout&) const {
+  return nullptr;
+}
+
 }  // namespace candle

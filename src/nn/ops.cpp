@@ -9,7 +9,8 @@
 namespace candle::nn::ops {
 namespace {
 
-// The fused kernels record no backward: take them on the CPU when nothing is tracked.
+// The fused kernels record no backward: take them on the CPU when nothing is tracked (other
+// devices: the backend's hook, see detail::backend_fused_ok).
 bool use_fused(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
     if (!t->device().is_cpu() || t->track_op()) return false;
@@ -64,6 +65,8 @@ Tensor softmax_last_dim(const Tensor& xs) {
   if (xs.rank() == 0)
     throw Error(ErrorKind::ShapeMismatch, "softmax_last_dim expects at least one dim, got a scalar");
   if (use_fused({&xs})) return detail::softmax_last_dim_cpu(xs);
+  if (detail::backend_fused_ok(xs, {}))
+    if (auto y = detail::from_backend(xs.storage()->softmax_last_dim(xs.layout()), xs)) return *y;
   return softmax(xs, -1);
 }
 
@@ -98,6 +101,10 @@ Tensor rms_norm_slow(const Tensor& xs, const Tensor& alpha, float eps) {
 Tensor rms_norm(const Tensor& xs, const Tensor& alpha, float eps) {
   check_norm_args(xs, alpha, nullptr, "rms_norm");
   if (use_fused({&xs, &alpha})) return detail::rms_norm_cpu(xs, alpha, eps);
+  if (detail::backend_fused_ok(xs, {&alpha})) {
+    auto s = xs.storage()->rms_norm(xs.layout(), *alpha.storage(), alpha.layout(), eps);
+    if (auto y = detail::from_backend(std::move(s), xs)) return *y;
+  }
   return rms_norm_slow(xs, alpha, eps);
 }
 
@@ -115,6 +122,11 @@ Tensor layer_norm_slow(const Tensor& xs, const Tensor& alpha, const Tensor& beta
 Tensor layer_norm(const Tensor& xs, const Tensor& alpha, const Tensor& beta, float eps) {
   check_norm_args(xs, alpha, &beta, "layer_norm");
   if (use_fused({&xs, &alpha, &beta})) return detail::layer_norm_cpu(xs, alpha, beta, eps);
+  if (detail::backend_fused_ok(xs, {&alpha, &beta})) {
+    auto s = xs.storage()->layer_norm(xs.layout(), *alpha.storage(), alpha.layout(), *beta.storage(),
+                                      beta.layout(), eps);
+    if (auto y = detail::from_backend(std::move(s), xs)) return *y;
+  }
   return layer_norm_slow(xs, alpha, beta, eps);
 }
 

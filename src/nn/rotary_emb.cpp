@@ -1,6 +1,8 @@
-// candle_nn::rotary_emb: fused CPU kernels; tensor-op versions elsewhere and under autograd.
+// candle_nn::rotary_emb: fused CPU kernels, a backend's fused kernel (BackendStorage::rope) on
+// other devices, tensor-op versions where there is none and under autograd.
 #include "candle/nn/rotary_emb.h"
 
+#include <optional>
 #include <string>
 
 #include "nn/fused_cpu.h"
@@ -65,23 +67,33 @@ Tensor rope_i_composed(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   return Tensor::cat({y0, y1}, -1).flatten_from(-2);
 }
 
+// The backend's fused kernel (BackendStorage::rope), or nullopt: compose.
+std::optional<Tensor> rope_backend(const Tensor& xs, const Tensor& cos, const Tensor& sin, RopeKind kind) {
+  if (!detail::backend_fused_ok(xs, {&cos, &sin})) return std::nullopt;
+  return detail::from_backend(
+      xs.storage()->rope(kind, xs.layout(), *cos.storage(), cos.layout(), *sin.storage(), sin.layout()), xs);
+}
+
 }  // namespace
 
 Tensor rope(const Tensor& xs, const Tensor& cos, const Tensor& sin) {
   check_rope(xs, cos, sin, xs.dim(2), "rope");
-  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, detail::RopeKind::Halves);
+  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, RopeKind::Halves);
+  if (auto y = rope_backend(xs, cos, sin, RopeKind::Halves)) return *y;
   return rope_composed(xs, cos, sin);
 }
 
 Tensor rope_i(const Tensor& xs, const Tensor& cos, const Tensor& sin) {
   check_rope(xs, cos, sin, xs.dim(2), "rope_i");
-  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, detail::RopeKind::Interleaved);
+  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, RopeKind::Interleaved);
+  if (auto y = rope_backend(xs, cos, sin, RopeKind::Interleaved)) return *y;
   return rope_i_composed(xs, cos, sin);
 }
 
 Tensor rope_thd(const Tensor& xs, const Tensor& cos, const Tensor& sin) {
   check_rope(xs, cos, sin, xs.dim(1), "rope_thd");
-  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, detail::RopeKind::HalvesThd);
+  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, RopeKind::HalvesThd);
+  if (auto y = rope_backend(xs, cos, sin, RopeKind::HalvesThd)) return *y;
   return rope_composed(xs.transpose(1, 2), cos, sin).transpose(1, 2);
 }
 

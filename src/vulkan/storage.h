@@ -102,6 +102,15 @@ class VulkanStorage final : public BackendStorage {
   void scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
                        const BackendStorage& src, const Layout& src_l, size_t dim) override;
 
+  // nn fused ops (ops_nn.cpp; nullptr: no kernel for the case, candle::nn composes)
+  StoragePtr softmax_last_dim(const Layout& l) const override;
+  StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                      float eps) const override;
+  StoragePtr layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                        const BackendStorage& beta, const Layout& beta_l, float eps) const override;
+  StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
+                  const BackendStorage& sin, const Layout& sin_l) const override;
+
  private:
   std::shared_ptr<VulkanDevice> dev_;
   DType dtype_;

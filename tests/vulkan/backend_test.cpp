@@ -61,7 +61,7 @@ TEST(VulkanBackend, OpsWithKernelsTakeNoRoundTrip) {
   keep.push_back(a.index_add(ids, a.narrow(0, 0, 3), 0));
   keep.push_back(a.scatter(Tensor::zeros({2, 16}, DType::U32, dev), a.narrow(0, 0, 2), 0));
   keep.push_back(a.scatter_add(Tensor::zeros({2, 16}, DType::U32, dev), a.narrow(0, 0, 2), 0));
-  // nn ops compose kernels on Vulkan
+  // nn fused ops: their own kernels (ops_nn.cpp)
   keep.push_back(nn::ops::softmax_last_dim(a));
   keep.push_back(nn::ops::rms_norm(a, b.narrow(1, 0, 1).narrow(0, 0, 16).flatten_all(), 1e-5f));
   auto alpha = b.narrow(1, 1, 1).narrow(0, 0, 16).flatten_all();
@@ -70,6 +70,7 @@ TEST(VulkanBackend, OpsWithKernelsTakeNoRoundTrip) {
   auto cs = a.narrow(0, 0, 12).narrow(1, 0, 8);
   keep.push_back(nn::rotary_emb::rope(q, cs.contiguous(), cs.neg().contiguous()));
   keep.push_back(nn::rotary_emb::rope_i(q, cs.contiguous(), cs.contiguous()));
+  keep.push_back(nn::rotary_emb::rope_thd(q, cs.contiguous(), cs.contiguous()));
   // integer arithmetic (u8, u32, i64)
   for (DType dt : {DType::U8, DType::U32, DType::I64}) {
     auto t = a.affine(100.0, 120.0).to_dtype(dt);
