@@ -78,7 +78,8 @@ StoragePtr run_resize(const VulkanStorage& x, const Layout& l, const char* kerne
   }
   // planes per run: extent(k) <= budget and k * plane_out < 2^32
   const size_t k_in = p.sc == 0 ? p.c : (budget - plane_ext) / p.sc + 1;
-  const size_t k = std::max<size_t>(1, std::min<size_t>({p.c, k_in, 0xffffffffull / std::max<size_t>(plane_out, 1)}));
+  const size_t k =
+      std::max<size_t>(1, std::min<size_t>({p.c, k_in, 0xffffffffull / std::max<size_t>(plane_out, 1)}));
   for (size_t b = 0; b < p.b; ++b) {
     for (size_t c0 = 0; c0 < p.c; c0 += k) {
       const size_t cnt = std::min(k, p.c - c0), start = lo + b * p.sb + c0 * p.sc;
