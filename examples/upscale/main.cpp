@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
       device.synchronize();
       const auto n1 = std::chrono::steady_clock::now();
       if (show) std::fprintf(stderr, "\n");
-      out = y.to_dtype(candle::DType::U8).to_device(candle::Device::cpu()).flatten_to_vec<unsigned char>();
+      out = y.to_dtype(candle::DType::U8).flatten_to_vec<unsigned char>();  // one download, into `out`
       const auto n2 = std::chrono::steady_clock::now();
       const double t = std::chrono::duration<double>(n2 - n0).count();
       const double c = std::chrono::duration<double>(n1 - n0).count();

@@ -165,6 +165,9 @@ class BackendStorage {
   virtual BackendDevice& device() const = 0;
   // A CPU copy of the whole storage (CpuStorage returns a handle to itself).
   virtual std::shared_ptr<CpuStorage> to_cpu() const = 0;
+  // The elements of layout l, row-major, into host memory dst (l.elem_count() elements of this
+  // dtype). Default: to_cpu() then a strided copy; a GPU backend downloads straight into dst.
+  virtual void copy_to_host(const Layout& l, void* dst) const;
 
   virtual StoragePtr unary(UnaryOp op, const Layout& l) const;
   virtual StoragePtr affine(const Layout& l, double mul, double add) const;

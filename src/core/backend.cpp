@@ -49,6 +49,13 @@ void count_cpu_fallback(const char* op) {
   ++stats().counts[op];
 }
 
+void BackendStorage::copy_to_host(const Layout& l, void* dst) const {
+  if (l.elem_count() == 0) return;
+  auto cpu = to_cpu();
+  auto out = CpuStorage::wrap(dtype(), l.elem_count(), dst, nullptr);
+  cpu->copy_strided_src(*out, 0, l);
+}
+
 StoragePtr BackendStorage::upload(const std::shared_ptr<CpuStorage>& cpu, const char* op) const {
   count_cpu_fallback(op);
   return device().from_cpu(*cpu);

@@ -194,9 +194,7 @@ void Tensor::copy_out(void* dst, DType want, int rank, const char* op) const {
                     ", got: " + std::to_string(this->rank()) + " (shape " + shape().to_string() + ")");
   }
   if (elem_count() == 0) return;
-  auto cpu = storage()->to_cpu();
-  auto out = CpuStorage::wrap(dtype(), elem_count(), dst, nullptr);
-  cpu->copy_strided_src(*out, 0, layout());
+  storage()->copy_to_host(layout(), dst);
 }
 
 namespace ops {

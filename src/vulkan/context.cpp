@@ -780,14 +780,15 @@ void Context::read(const Block& b, size_t offset, void* dst, size_t bytes) {
   std::lock_guard lock(impl_->mu);
   guarded("read", [&] {
     Impl& m = *impl_;
-    m.wait_all();
-    m.throw_fault();
     counters().downloaded += bytes;
-    if (m.mem_cached || m.staging_type < 0) {
+    if (m.mem_cached || m.staging_type < 0 || bytes == 0) {
+      m.wait_all();
+      m.throw_fault();
       if (bytes) std::memcpy(dst, b.map + offset, bytes);
       return;
     }
-    // write-combined memory: the GPU copies into host-cached staging memory first
+    // write-combined memory: the GPU copies into host-cached staging memory first (the first
+    // chunk's copy goes into the batch that computes the data: one submission and wait)
     const size_t chunk = 64 * kMiB;
     if (!m.staging) m.staging = m.create(chunk, static_cast<uint32_t>(m.staging_type), false);
     for (size_t done = 0; done < bytes; done += chunk) {
@@ -796,6 +797,7 @@ void Context::read(const Block& b, size_t offset, void* dst, size_t bytes) {
       m.barrier(batch);
       batch.cb.copyBuffer(b.buf, m.staging->buf, vk::BufferCopy(offset + done, 0, len));
       m.wait_all();
+      if (done == 0) m.throw_fault();
       std::memcpy(static_cast<std::byte*>(dst) + done, m.staging->map, len);
     }
   });

@@ -60,6 +60,15 @@ std::shared_ptr<CpuStorage> VulkanStorage::to_cpu() const {
   return out;
 }
 
+// Straight into dst: the elements of a contiguous layout are one range of the block (a strided
+// one is made dense on the device first); no host copy of the whole storage.
+void VulkanStorage::copy_to_host(const Layout& l, void* dst) const {
+  const size_t n = l.elem_count(), es = dtype_size(dtype_);
+  if (n == 0) return;
+  Dense d = dense(*this, l);
+  ctx().read(d.s->block(), d.first * es, dst, n * es);
+}
+
 void VulkanDevice::set_seed(uint64_t seed) {
   std::lock_guard lock(rng_mu_);
   rng_.seed(seed);

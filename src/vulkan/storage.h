@@ -47,6 +47,7 @@ class VulkanStorage final : public BackendStorage {
   size_t elem_count() const override { return n_; }
   BackendDevice& device() const override { return *dev_; }
   std::shared_ptr<CpuStorage> to_cpu() const override;
+  void copy_to_host(const Layout& l, void* dst) const override;
 
   VulkanDevice& vdev() const { return *dev_; }
   Context& ctx() const { return dev_->ctx(); }

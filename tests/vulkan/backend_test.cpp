@@ -95,6 +95,24 @@ TEST(VulkanBackend, OpsWithKernelsTakeNoRoundTrip) {
   EXPECT_GT(s.dispatches, 20u);
 }
 
+// to_vec / flatten_to_vec of a view download only the view's elements, straight into the
+// result (a strided view is made dense on the device first).
+TEST(VulkanBackend, DownloadsOfViewsReadOnlyTheirElements) {
+  VK_DEVICE_OR_SKIP(dev);
+  auto a = Tensor::from_vec(values(300 * 200, -1.0f, 1.0f, 4), {300, 200}, Device::cpu());
+  auto av = a.to_device(dev);
+  dev.synchronize();
+  vulkan::reset_stats();
+  EXPECT_EQ(av.narrow(0, 17, 3).narrow(1, 0, 200).flatten_to_vec<float>(),
+            a.narrow(0, 17, 3).flatten_to_vec<float>());
+  EXPECT_EQ(vulkan::stats().bytes_downloaded, 3u * 200 * 4);
+  EXPECT_EQ(av.t().narrow(0, 5, 2).to_vec2<float>(), a.t().narrow(0, 5, 2).to_vec2<float>());
+  EXPECT_EQ(vulkan::stats().bytes_downloaded, 3u * 200 * 4 + 2 * 300 * 4);
+  EXPECT_EQ(av.get(299).get(199).to_scalar<float>(), a.get(299).get(199).to_scalar<float>());
+  EXPECT_EQ(av.narrow(1, 3, 1).broadcast_as({300, 4}).flatten_to_vec<float>(),
+            a.narrow(1, 3, 1).broadcast_as({300, 4}).flatten_to_vec<float>());
+}
+
 TEST(VulkanBackend, OpsWithoutKernelsAreCountedRoundTrips) {
   VK_DEVICE_OR_SKIP(dev);
   auto a = Tensor::from_vec(values(4 * 5, -1.0f, 1.0f, 3), {4, 5}, Device::cpu());
