@@ -3,7 +3,9 @@
 // [left, src_dim, right]; out is [left, n_ids, right] (dense). index_select reads ids[i],
 // gather ids[element]. ids_check.comp ran first: when it found a bad id (the fault block
 // holds this op's tag) nothing is written and thread 0 copies that id for the error message.
-// A skip id (the dtype's maximum) gives 0.
+// A skip id (the dtype's maximum) gives 0. A source past one binding (left == 1) is bound in
+// ranges of rows [id_lo, id_lo + id_n), one dispatch each: a dispatch writes the outputs whose
+// id falls in its range (the first one also writes the zeros of the skip ids).
 // Bindings: 0 source, 1 ids (u32 or i64), 2 output, 3 fault block.
 //! variant b1_u32 B1 ID_U32
 //! variant b2_u32 B2 ID_U32
@@ -36,7 +38,8 @@ layout(push_constant) uniform Push {
   uint src_dim, n_ids, right;
   uint src_off, ids_off, out_off;
   uint mode;
-  uint tag;  // this op's id check
+  uint tag;          // this op's id check
+  uint id_lo, id_n;  // the rows of the source bound from src_off
 } pc;
 
 layout(std430, binding = 0) readonly buffer Src { E s[]; };
@@ -64,12 +67,16 @@ void main() {
   uint id = ids[at];
 #endif
   if (id >= pc.src_dim) {
+    if (pc.id_lo == 0u) {
 #if defined(B8)
-    y[pc.out_off + l] = uvec2(0u);
+      y[pc.out_off + l] = uvec2(0u);
 #else
-    y[pc.out_off + l] = E(0u);
+      y[pc.out_off + l] = E(0u);
 #endif
+    }
     return;
   }
-  y[pc.out_off + l] = s[pc.src_off + (left * pc.src_dim + id) * pc.right + r];
+  uint rel = id - pc.id_lo;
+  if (rel >= pc.id_n) return;  // another dispatch's rows
+  y[pc.out_off + l] = s[pc.src_off + (left * pc.id_n + rel) * pc.right + r];
 }

@@ -1,4 +1,5 @@
 // index_select and gather (index.comp) over a contiguous source.
+#include <algorithm>
 #include <string>
 
 #include "storage.h"
@@ -7,11 +8,13 @@ namespace candle::vk_backend {
 namespace {
 
 struct IndexPush {
-  uint32_t n, first, src_dim, n_ids, right, src_off, ids_off, out_off, mode, tag;
+  uint32_t n, first, src_dim, n_ids, right, src_off, ids_off, out_off, mode, tag, id_lo, id_n;
 };
 
 // out [left, n_ids, right] from src [left, src_dim, right]; mode 0 index_select, 1 gather.
-// Returns nullptr when there is no kernel for the dtypes or the operands exceed a binding.
+// The output is written in chunks that fit a binding; a source past one binding is bound in
+// ranges of rows when left == 1 (an embedding table). Returns nullptr when there is no kernel
+// for the dtypes or an operand cannot be bound.
 StoragePtr run_index(const VulkanStorage& self, const Layout& l, const VulkanStorage& ids,
                      const Layout& ids_l, size_t dim, uint32_t mode, const Shape& out_shape) {
   Context& ctx = self.ctx();
@@ -24,50 +27,45 @@ StoragePtr run_index(const VulkanStorage& self, const Layout& l, const VulkanSto
   const size_t src_dim = l.dims()[dim];
   const size_t n_ids = mode == 0 ? ids_l.elem_count() : ids_l.dims()[dim];
   const size_t n = out_shape.elem_count();
+  const size_t es = dtype_size(self.dtype()), budget = bind_budget(ctx, es);
+  const size_t n_src = l.elem_count();
+  // source rows per binding: all, or (left == 1) as many as fit
+  const size_t rows = n_src <= budget ? src_dim : left == 1 && right <= budget ? budget / right : 0;
+  if (rows == 0 || ids_l.elem_count() > bind_budget(ctx, 8) || n > 0xffffffffull || n_src > 0xffffffffull)
+    return nullptr;
   auto out = self.vdev().make(self.dtype(), n);
   if (n == 0) return out;
-  // contiguous operands (copies when strided)
-  std::shared_ptr<VulkanStorage> src_tmp, ids_tmp;
-  const VulkanStorage* src = &self;
-  size_t src_o = l.start_offset();
-  if (!l.is_contiguous()) {
-    src_tmp = self.vdev().make(self.dtype(), l.elem_count());
-    self.copy_strided_src(*src_tmp, 0, l);
-    src = src_tmp.get();
-    src_o = 0;
-  }
-  const VulkanStorage* id = &ids;
-  size_t ids_o = ids_l.start_offset();
-  if (!ids_l.is_contiguous()) {
-    ids_tmp = self.vdev().make(ids.dtype(), ids_l.elem_count());
-    ids.copy_strided_src(*ids_tmp, 0, ids_l);
-    id = ids_tmp.get();
-    ids_o = 0;
-  }
-  const size_t es = dtype_size(self.dtype());
-  if (l.elem_count() > bind_budget(ctx, es) || ids_l.elem_count() > bind_budget(ctx, 8) ||
-      n > bind_budget(ctx, es) || n > 0xffffffffull)
-    return nullptr;
-  auto bs = bind_range(*src, src_o, src_o + l.elem_count());
-  auto bi = bind_range(*id, ids_o, ids_o + ids_l.elem_count());
-  auto bo = bind_range(*out, 0, n);
+  Dense src = dense(self, l);
+  Dense id = dense(ids, ids_l);
+  auto bi = bind_range(*id.s, id.first, id.first + ids_l.elem_count());
   const char* op = mode == 0 ? "index_select" : "gather";
   const uint32_t tag = check_ids(ctx, ids.dtype(), bi, ids_l.elem_count(), src_dim, op, dim, l.shape());
-  IndexPush pc{static_cast<uint32_t>(n),
-               0,
-               static_cast<uint32_t>(src_dim),
-               static_cast<uint32_t>(n_ids),
-               static_cast<uint32_t>(right),
-               bs.first,
-               bi.first,
-               bo.first,
-               mode,
-               tag};
-  (void)left;
-  uint32_t gx, gy;
-  grid_for(ctx, n, kWorkGroup, gx, gy);
   std::string k = std::string("index_") + vs + "_" + is;
-  ctx.dispatch(k.c_str(), {bs.b, bi.b, bo.b, ctx.fault_binding()}, &pc, sizeof(pc), gx, gy);
+  for (size_t lo = 0; lo < src_dim; lo += rows) {
+    const size_t hi = std::min(src_dim, lo + rows);
+    // rows [lo, hi) of every left block: the whole source unless split (left == 1)
+    auto bs = rows == src_dim ? bind_range(*src.s, src.first, src.first + n_src)
+                              : bind_range(*src.s, src.first + lo * right, src.first + hi * right);
+    for (size_t first = 0; first < n; first += budget) {
+      const size_t cnt = std::min(budget, n - first);
+      auto bo = bind_range(*out, first, first + cnt);
+      IndexPush pc{static_cast<uint32_t>(cnt),
+                   static_cast<uint32_t>(first),
+                   static_cast<uint32_t>(src_dim),
+                   static_cast<uint32_t>(n_ids),
+                   static_cast<uint32_t>(right),
+                   bs.first,
+                   bi.first,
+                   bo.first,
+                   mode,
+                   tag,
+                   static_cast<uint32_t>(lo),
+                   static_cast<uint32_t>(hi - lo)};
+      uint32_t gx, gy;
+      grid_for(ctx, cnt, kWorkGroup, gx, gy);
+      ctx.dispatch(k.c_str(), {bs.b, bi.b, bo.b, ctx.fault_binding()}, &pc, sizeof(pc), gx, gy);
+    }
+  }
   return out;
 }
 

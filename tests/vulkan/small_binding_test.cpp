@@ -125,6 +125,63 @@ TEST(VulkanSmallBinding, Conv2dBandsOfOnlyPaddingRows) {
   EXPECT_TRUE(vulkan::stats().round_trips.empty());
 }
 
+// matmul past one binding: blocks of C whose rows of A and columns of B fit (f32 sums of up to
+// 1000 terms of |a b| < 1 in another order: 1e-4).
+TEST(VulkanSmallBinding, MatmulInBlocks) {
+  SMALL_BINDING_OR_SKIP(dev);
+  struct Case {
+    const char* name;
+    Tensor a, b;
+  };
+  auto bt = random({1100, 1000}, 21);
+  std::vector<Case> cases = {
+      {"A past", random({1100, 1000}, 22), random({1000, 300}, 23)},
+      {"B past", random({64, 1000}, 24), random({1000, 1100}, 25)},
+      {"B past, transposed", random({64, 1000}, 26), bt.t()},
+      {"A past, transposed", random({1000, 1100}, 27).t(), random({1000, 200}, 28)},
+      {"C past", random({2000, 64}, 29), random({64, 600}, 30)},
+      {"batched", random({3, 500, 800}, 31), random({3, 800, 500}, 32)},
+      {"gemv rows", random({1, 1200}, 33), random({1200, 1000}, 34)},
+  };
+  vulkan::reset_stats();
+  for (const auto& c : cases) {
+    auto vk = c.a.to_device(dev).matmul(c.b.to_device(dev));
+    EXPECT_EQ(first_miss(vk, c.a.matmul(c.b), 1e-4f, 1e-4f), -1) << c.name;
+  }
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+}
+
+// index_select / gather from a table past one binding (an embedding): ranges of rows, one
+// dispatch each; the output in chunks; skip ids give zeros; bad ids still raise.
+TEST(VulkanSmallBinding, IndexSelectAndGatherFromABigTable) {
+  SMALL_BINDING_OR_SKIP(dev);
+  auto table = random({5000, 300}, 40);  // 6 MiB
+  std::vector<uint32_t> ids(4000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 2654435761u) % 5000);
+  ids[7] = 0xffffffffu;  // skip id: a zero row
+  auto idt = Tensor::from_vec(ids, {ids.size()}, Device::cpu());
+  std::vector<int64_t> gids(800 * 300);
+  for (size_t i = 0; i < gids.size(); ++i) gids[i] = static_cast<int64_t>((i * 40503u) % 5000);
+  auto gidt = Tensor::from_vec(gids, {800, 300}, Device::cpu());
+  auto tv = table.to_device(dev);
+  vulkan::reset_stats();
+  EXPECT_EQ(first_miss(tv.index_select(idt.to_device(dev), 0), table.index_select(idt, 0), 0, 0), -1);
+  EXPECT_EQ(first_miss(tv.index_select(idt.narrow(0, 0, 700).to_device(dev), 0),
+                       table.index_select(idt.narrow(0, 0, 700), 0), 0, 0),
+            -1);
+  EXPECT_EQ(first_miss(tv.gather(gidt.to_device(dev), 0), table.gather(gidt, 0), 0, 0), -1);
+  EXPECT_TRUE(vulkan::stats().round_trips.empty());
+  auto bad = Tensor::from_vec(std::vector<uint32_t>{4999, 5000}, {2}, Device::cpu()).to_device(dev);
+  auto r = tv.index_select(bad, 0);
+  EXPECT_THROW(r.to_device(Device::cpu()), Error);
+  // a table past one binding indexed along an inner dim has no split: the counted round-trip
+  auto inner = Tensor::from_vec(std::vector<uint32_t>{3, 1}, {2}, Device::cpu());
+  EXPECT_EQ(first_miss(tv.t().contiguous().index_select(inner.to_device(dev), 1),
+                       table.t().contiguous().index_select(inner, 1), 0, 0),
+            -1);
+  EXPECT_EQ(vulkan::stats().round_trips["index_select"], 1u);
+}
+
 // Pooling and resizing of inputs beyond one binding: runs of whole planes, bound one by one.
 TEST(VulkanSmallBinding, PoolingAndResizingInRunsOfPlanes) {
   SMALL_BINDING_OR_SKIP(dev);
