@@ -33,6 +33,20 @@ const char* float_suffix(const Context& ctx, DType dt) {
   return nullptr;
 }
 
+const char* int_suffix(const Context& ctx, DType dt) {
+  switch (dt) {
+    case DType::U8: return ctx.features().int8 ? "u8" : nullptr;
+    case DType::U32: return "u32";
+    case DType::I64: return ctx.features().int64 ? "i64" : nullptr;
+    default: return nullptr;
+  }
+}
+
+const char* num_suffix(const Context& ctx, DType dt) {
+  const char* f = float_suffix(ctx, dt);
+  return f ? f : int_suffix(ctx, dt);
+}
+
 const char* bytes_suffix(const Context& ctx, DType dt) {
   if (!storage_ok(ctx, dt)) return nullptr;
   switch (dtype_size(dt)) {

@@ -11,23 +11,6 @@ namespace {
 
 constexpr uint32_t kAffine = 20, kPowf = 21, kElu = 22;
 
-// "u8" (with 8-bit storage and arithmetic), "u32", "i64" (with shaderInt64): the integer
-// variants of unary/binary/cmp.comp; nullptr for other dtypes or without the feature.
-const char* int_suffix(const Context& ctx, DType dt) {
-  switch (dt) {
-    case DType::U8: return ctx.features().int8 ? "u8" : nullptr;
-    case DType::U32: return "u32";
-    case DType::I64: return ctx.features().int64 ? "i64" : nullptr;
-    default: return nullptr;
-  }
-}
-
-// The variant suffix of an element-wise kernel for dt: float_suffix or int_suffix.
-const char* num_suffix(const Context& ctx, DType dt) {
-  const char* f = float_suffix(ctx, dt);
-  return f ? f : int_suffix(ctx, dt);
-}
-
 // unary.comp over (s, l) with op code `op` and parameter bits p0, p1; nullptr when there is
 // no kernel for the dtype (and for integers, an op the CPU refuses or powf/elu: the
 // round-trip then raises the CPU's error).

@@ -22,14 +22,8 @@ struct ReducePush {
 // The reduce.comp variant for dt ("f32", "f16", "u8", "u32", "i64") and the dtype of its
 // partial values; nullptr when there is none.
 const char* reduce_suffix(const Context& ctx, DType dt, DType& partial) {
-  partial = DType::F32;
-  if (const char* f = float_suffix(ctx, dt)) return f;
-  switch (dt) {
-    case DType::U8: partial = DType::U32; return ctx.features().int8 ? "u8" : nullptr;
-    case DType::U32: partial = DType::U32; return "u32";
-    case DType::I64: partial = DType::I64; return ctx.features().int64 ? "i64" : nullptr;
-    default: return nullptr;
-  }
+  partial = dt == DType::I64 ? DType::I64 : dt == DType::U8 || dt == DType::U32 ? DType::U32 : DType::F32;
+  return num_suffix(ctx, dt);
 }
 
 struct Rows {

@@ -27,18 +27,6 @@ bool fits(const Context& ctx, DType dt, size_t n) {
 
 const char* id_suffix(DType dt) { return dt == DType::U32 ? "u32" : dt == DType::I64 ? "i64" : nullptr; }
 
-// The variant of an adding kernel (cumsum.comp, scatter.comp's add) for dt: f32/f16, or the
-// integers u8 (8-bit storage), u32, i64 (shaderInt64), which wrap as the CPU's; nullptr if none.
-const char* sum_suffix(const Context& ctx, DType dt) {
-  if (const char* f = float_suffix(ctx, dt)) return f;
-  switch (dt) {
-    case DType::U8: return ctx.features().int8 ? "u8" : nullptr;
-    case DType::U32: return "u32";
-    case DType::I64: return ctx.features().int64 ? "i64" : nullptr;
-    default: return nullptr;
-  }
-}
-
 // dst [left, dst_dim, right] (op)= src [left, n, right] along ids (1-D when ids_1d); dst is
 // dense from element dst_first of `dst`. False when there is no kernel for the case.
 bool run_scatter(VulkanStorage& dst, size_t dst_first, const Shape& dst_shape, const VulkanStorage& ids,
@@ -46,7 +34,7 @@ bool run_scatter(VulkanStorage& dst, size_t dst_first, const Shape& dst_shape, c
                  bool ids_1d) {
   Context& ctx = dst.ctx();
   const char* is = id_suffix(ids.dtype());
-  const char* vs = add ? sum_suffix(ctx, dst.dtype()) : bytes_suffix(ctx, dst.dtype());
+  const char* vs = add ? num_suffix(ctx, dst.dtype()) : bytes_suffix(ctx, dst.dtype());
   if (!is || !vs || src.dtype() != dst.dtype() || dim >= dst_shape.rank()) return false;
   size_t left = 1, right = 1;
   for (size_t d = 0; d < dim; ++d) left *= dst_shape[d];
@@ -96,7 +84,7 @@ bool run_scatter(VulkanStorage& dst, size_t dst_first, const Shape& dst_shape, c
 }  // namespace
 
 StoragePtr VulkanStorage::cumsum(const Layout& l, size_t dim) const {
-  const char* sfx = sum_suffix(ctx(), dtype_);
+  const char* sfx = num_suffix(ctx(), dtype_);
   if (sfx && dim < l.dims().size() && fits(ctx(), dtype_, l.elem_count())) {
     const size_t n = l.elem_count();
     auto out = vdev().make(dtype_, n);
@@ -162,7 +150,7 @@ StoragePtr VulkanStorage::index_add(const Layout& l, const BackendStorage& ids_b
                                     const BackendStorage& src_base, const Layout& src_l, size_t dim) const {
   const auto& ids = as_vk(ids_base, "index_add");
   const auto& src = as_vk(src_base, "index_add");
-  if (sum_suffix(ctx(), dtype_) && id_suffix(ids.dtype()) && ids_l.dims().size() == 1 &&
+  if (num_suffix(ctx(), dtype_) && id_suffix(ids.dtype()) && ids_l.dims().size() == 1 &&
       src.dtype() == dtype_ && dim < l.dims().size() && fits(ctx(), dtype_, l.elem_count())) {
     auto out = vdev().make(dtype_, l.elem_count());
     if (l.elem_count()) copy_strided_src(*out, 0, l);

@@ -133,6 +133,11 @@ VulkanStorage& as_vk(BackendStorage& s, const char* op);
 bool storage_ok(const Context& ctx, DType dt);
 // "f32" or "f16" (f16 only with shaderFloat16); nullptr for dtypes without float kernels.
 const char* float_suffix(const Context& ctx, DType dt);
+// "u8" (with 8-bit storage and arithmetic), "u32", "i64" (with shaderInt64): the integer
+// variants of the arithmetic kernels; nullptr for other dtypes or without the feature.
+const char* int_suffix(const Context& ctx, DType dt);
+// float_suffix, else int_suffix: the variant of an arithmetic kernel for dt.
+const char* num_suffix(const Context& ctx, DType dt);
 // "b1", "b2", "b4", "b8" by element size (nullptr when storage_ok is false).
 const char* bytes_suffix(const Context& ctx, DType dt);
 
