@@ -11,35 +11,35 @@ namespace candle {
 
 namespace cpu {
 
-std::shared_ptr<CpuStorage> draw_uniform(std::mt19937_64& rng, DType dtype, size_t n, double lo, double up) {
+namespace {
+
+// n values of Dist(a, b) (drawn in f64 for f64, else in f32 and rounded to dtype).
+template <template <typename> class Dist>
+std::shared_ptr<CpuStorage> draw(std::mt19937_64& rng, DType dtype, size_t n, double a, double b,
+                                 const char* op) {
   auto out = CpuStorage::alloc(dtype, n);
-  dispatch_float(dtype, "rand", [&]<typename T>() {
+  dispatch_float(dtype, op, [&]<typename T>() {
     T* d = out->data<T>();
     if constexpr (std::is_same_v<T, double>) {
-      std::uniform_real_distribution<double> dist(lo, up);
+      Dist<double> dist(a, b);
       for (size_t i = 0; i < n; ++i) d[i] = dist(rng);
     } else {
-      std::uniform_real_distribution<float> dist(static_cast<float>(lo), static_cast<float>(up));
+      Dist<float> dist(static_cast<float>(a), static_cast<float>(b));
       for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng));
     }
   });
   return out;
 }
 
+}  // namespace
+
+std::shared_ptr<CpuStorage> draw_uniform(std::mt19937_64& rng, DType dtype, size_t n, double lo, double up) {
+  return draw<std::uniform_real_distribution>(rng, dtype, n, lo, up, "rand");
+}
+
 std::shared_ptr<CpuStorage> draw_normal(std::mt19937_64& rng, DType dtype, size_t n, double mean,
                                         double stddev) {
-  auto out = CpuStorage::alloc(dtype, n);
-  dispatch_float(dtype, "randn", [&]<typename T>() {
-    T* d = out->data<T>();
-    if constexpr (std::is_same_v<T, double>) {
-      std::normal_distribution<double> dist(mean, stddev);
-      for (size_t i = 0; i < n; ++i) d[i] = dist(rng);
-    } else {
-      std::normal_distribution<float> dist(static_cast<float>(mean), static_cast<float>(stddev));
-      for (size_t i = 0; i < n; ++i) d[i] = cast_value<T>(dist(rng));
-    }
-  });
-  return out;
+  return draw<std::normal_distribution>(rng, dtype, n, mean, stddev, "randn");
 }
 
 }  // namespace cpu

@@ -79,6 +79,11 @@ uint32_t check_ids(Context& ctx, DType ids_dtype, const RangeBinding& ids, size_
   return pc.tag;
 }
 
+std::pair<size_t, size_t> layout_span(const Layout& l) {
+  const size_t lo = l.start_offset();
+  return {lo, std::max(l.max_offset_exclusive(), lo + 1)};
+}
+
 Dense dense(const VulkanStorage& s, const Layout& l) {
   if (l.is_contiguous()) return {&s, l.start_offset(), nullptr};
   auto tmp = s.vdev().make(s.dtype(), l.elem_count());

@@ -63,9 +63,6 @@ std::pair<size_t, size_t> conv_tile(size_t co_g, size_t N) {
   return co_g <= 32 ? std::pair<size_t, size_t>{32, 128} : std::pair<size_t, size_t>{64, 64};
 }
 
-// The input's element range [lo, hi) for a layout (its extent).
-std::pair<size_t, size_t> extent(const Layout& l) { return {l.start_offset(), l.max_offset_exclusive()}; }
-
 StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage& k, const Layout& kl,
                     const Conv& c, const ConvEpilogue* ep, bool may_band = true);
 StoragePtr run_conv_banded(const VulkanStorage& x, const Layout& l, const VulkanStorage& k, const Layout& kl,
@@ -81,7 +78,7 @@ StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage
   const size_t n_out = c.b * c.co * N;
   const size_t es = dtype_size(x.dtype());
   const size_t budget = bind_budget(ctx, es);
-  auto [xlo, xhi] = extent(l);
+  auto [xlo, xhi] = layout_span(l);
   const VulkanStorage* bias = nullptr;
   if (ep && ep->bias) {
     bias = &as_vk(*ep->bias, "conv2d");
@@ -133,8 +130,8 @@ StoragePtr run_conv(const VulkanStorage& x, const Layout& l, const VulkanStorage
   Binding bb = bw.b;
   if (bias) {
     const Layout& blay = ep->bias_layout;
-    auto rb = bind_range(*bias, blay.start_offset(),
-                         std::max(blay.max_offset_exclusive(), blay.start_offset() + 1));
+    auto [blo, bhi] = layout_span(blay);
+    auto rb = bind_range(*bias, blo, bhi);
     bb = rb.b;
     pc.bias_off = rb.first;
     pc.bias_st = static_cast<uint32_t>(blay.stride().empty() ? 0 : blay.stride()[0]);
@@ -257,7 +254,7 @@ StoragePtr run_conv_transpose(const VulkanStorage& x, const Layout& l, const Vul
   const size_t n_out = c.b * c.co * c.oh * c.ow;
   const size_t es = dtype_size(x.dtype());
   const size_t budget = bind_budget(ctx, es);
-  auto [xlo, xhi] = extent(l);
+  auto [xlo, xhi] = layout_span(l);
   if (c.ci * co_g * c.kh * c.kw > budget) return nullptr;
   if (xhi - xlo > budget || !fits32(n_out) || !fits32(xhi))
     return may_band ? run_conv_transpose_banded(x, l, k, kl, c) : nullptr;

@@ -16,9 +16,6 @@ struct MatmulPush {
   uint32_t mode;
 };
 
-// [min, max) storage elements of a [batch, r, c] layout.
-std::pair<size_t, size_t> extent(const Layout& l) { return {l.start_offset(), l.max_offset_exclusive()}; }
-
 // The product on the GPU when every operand fits one binding; nullptr otherwise.
 StoragePtr run_matmul(const VulkanStorage& a, const Layout& lhs_l, const VulkanStorage& b,
                       const Layout& rhs_l, MatmulDims d) {
@@ -26,8 +23,8 @@ StoragePtr run_matmul(const VulkanStorage& a, const Layout& lhs_l, const VulkanS
   const char* sfx = float_suffix(ctx, a.dtype());
   const size_t n_out = d.batch * d.m * d.n;
   const size_t budget = bind_budget(ctx, dtype_size(a.dtype()));
-  auto [alo, ahi] = extent(lhs_l);
-  auto [blo, bhi] = extent(rhs_l);
+  auto [alo, ahi] = layout_span(lhs_l);
+  auto [blo, bhi] = layout_span(rhs_l);
   if (ahi - alo > budget || bhi - blo > budget || n_out > budget || d.m * d.n > 0xffffffffull) return nullptr;
   auto out = a.vdev().make(a.dtype(), n_out);
   auto ba = bind_range(a, alo, ahi);
@@ -79,7 +76,7 @@ StoragePtr run_matmul_blocked(const VulkanStorage& a, const Layout& al, const Vu
   const auto &sa = al.stride(), &sb = bl.stride();
   auto out = a.vdev().make(a.dtype(), d.batch * d.m * d.n);
   auto fitted = [&](const VulkanStorage& s, const Layout& l) {
-    auto [lo, hi] = extent(l);
+    auto [lo, hi] = layout_span(l);
     if (hi - lo <= budget) return Dense{&s, 0, nullptr};
     return dense(s, l);
   };

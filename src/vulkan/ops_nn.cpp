@@ -74,12 +74,6 @@ const VulkanStorage* same_kind(const VulkanStorage& x, const BackendStorage& o) 
   return v;
 }
 
-// Elements [lo, hi) that a layout reads (at least one).
-std::pair<size_t, size_t> span_of(const Layout& l) {
-  const size_t lo = l.start_offset();
-  return {lo, std::max(l.max_offset_exclusive(), lo + 1)};
-}
-
 // A 1-D vector [d] (alpha/beta) as (binding, offset, stride); nullopt when it does not fit.
 struct Vec {
   RangeBinding rb;
@@ -87,7 +81,7 @@ struct Vec {
 };
 std::optional<Vec> vec_of(const VulkanStorage& v, const Layout& l, size_t d, size_t budget) {
   if (l.dims().size() != 1 || l.dims()[0] != d) return std::nullopt;
-  auto [lo, hi] = span_of(l);
+  auto [lo, hi] = layout_span(l);
   if (hi - lo > budget || hi > v.elem_count()) return std::nullopt;
   return Vec{bind_range(v, lo, hi), d > 1 ? static_cast<uint32_t>(l.stride()[0]) : 0u};
 }
@@ -184,9 +178,9 @@ StoragePtr VulkanStorage::rope(RopeKind kind, const Layout& l, const BackendStor
   const size_t n = l.elem_count();
   if (n == 0) return vdev().make(dtype_, 0);
   const size_t budget = bind_budget(ctx(), dtype_size(dtype_));
-  auto [xlo, xhi] = span_of(l);
-  auto [clo, chi] = span_of(cos_l);
-  auto [slo, shi] = span_of(sin_l);
+  auto [xlo, xhi] = layout_span(l);
+  auto [clo, chi] = layout_span(cos_l);
+  auto [slo, shi] = layout_span(sin_l);
   if (n > budget || n > kU32 || xhi - xlo > budget || chi - clo > budget || shi - slo > budget)
     return nullptr;
   auto out = vdev().make(dtype_, n);

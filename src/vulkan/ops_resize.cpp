@@ -40,10 +40,10 @@ StoragePtr run_resize(const VulkanStorage& x, const Layout& l, const char* kerne
   Context& ctx = x.ctx();
   const size_t n_out = p.b * p.c * oh * ow, plane_out = oh * ow;
   const size_t budget = bind_budget(ctx, dtype_size(x.dtype()));
-  const size_t lo = l.start_offset(), hi = std::max(l.max_offset_exclusive(), lo + 1);
+  const auto [lo, hi] = layout_span(l);
   // the extent of k planes of one image, from the first one's start
   const size_t plane_ext = (p.h - 1) * p.sh + (p.w - 1) * p.sw + 1;
-  auto extent = [&](size_t k) { return (k - 1) * p.sc + plane_ext; };
+  auto run_extent = [&](size_t k) { return (k - 1) * p.sc + plane_ext; };
   const bool whole = hi - lo <= budget && hi <= 0xffffffffull && n_out <= 0xffffffffull;
   if (!whole && (p.h == 0 || p.w == 0 || plane_ext > budget || plane_out > 0xffffffffull)) return nullptr;
   auto out = x.vdev().make(x.dtype(), n_out);
@@ -76,14 +76,14 @@ StoragePtr run_resize(const VulkanStorage& x, const Layout& l, const char* kerne
     run(lo, hi, p, 0, p.b * p.c);
     return out;
   }
-  // planes per run: extent(k) <= budget and k * plane_out < 2^32
+  // planes per run: run_extent(k) <= budget and k * plane_out < 2^32
   const size_t k_in = p.sc == 0 ? p.c : (budget - plane_ext) / p.sc + 1;
   const size_t k =
       std::max<size_t>(1, std::min<size_t>({p.c, k_in, 0xffffffffull / std::max<size_t>(plane_out, 1)}));
   for (size_t b = 0; b < p.b; ++b) {
     for (size_t c0 = 0; c0 < p.c; c0 += k) {
       const size_t cnt = std::min(k, p.c - c0), start = lo + b * p.sb + c0 * p.sc;
-      run(start, start + extent(cnt), Planes{1, cnt, p.h, p.w, 0, p.sc, p.sh, p.sw},
+      run(start, start + run_extent(cnt), Planes{1, cnt, p.h, p.w, 0, p.sc, p.sh, p.sw},
           (b * p.c + c0) * plane_out, cnt);
     }
   }

@@ -176,6 +176,8 @@ struct RangeBinding {
   uint32_t first;
 };
 RangeBinding bind_range(const VulkanStorage& s, size_t lo, size_t hi);
+// The storage elements [lo, hi) that layout l reads (at least one, so that it can be bound).
+std::pair<size_t, size_t> layout_span(const Layout& l);
 // The largest element span (of esize bytes) that bind_range can always bind.
 size_t bind_budget(const Context& ctx, size_t esize);
 

@@ -81,6 +81,15 @@ void expect_no_round_trip(const std::string& what) {
                                      << (s.round_trips.empty() ? "" : s.round_trips.begin()->first);
 }
 
+// op (a storage -> its result) on the Vulkan copy with no round-trip, the CPU's bytes.
+template <typename Op>
+void expect_kernel_matches(const Pair& p, const std::string& what, Op op) {
+  vulkan::reset_stats();
+  auto got = op(*p.vk);
+  expect_no_round_trip(what);
+  expect_same_bytes(*got, *op(*p.cpu), what);
+}
+
 // A storage holding `v` (dtype of T) on dev.
 template <typename T>
 StoragePtr upload(const Device& dev, const std::vector<T>& v) {
@@ -182,10 +191,7 @@ TEST(VulkanInteger, UnaryEveryIntegerOpLayout) {
     for (UnaryOp op : ops) {
       for (const auto& nl : layouts(R, C)) {
         std::string what = std::string(unary_op_name(op)) + " " + dt_name(dt) + " " + nl.name;
-        vulkan::reset_stats();
-        auto got = p.vk->unary(op, nl.l);
-        expect_no_round_trip(what);
-        expect_same_bytes(*got, *p.cpu->unary(op, nl.l), what);
+        expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.unary(op, nl.l); });
       }
     }
   }
@@ -205,10 +211,7 @@ TEST(VulkanInteger, AffineIntegralWraps) {
       for (const auto& nl : layouts(R, C)) {
         std::string what =
             "affine " + std::to_string(mul) + " " + std::to_string(add) + " " + dt_name(dt) + " " + nl.name;
-        vulkan::reset_stats();
-        auto got = p.vk->affine(nl.l, mul, add);
-        expect_no_round_trip(what);
-        expect_same_bytes(*got, *p.cpu->affine(nl.l, mul, add), what);
+        expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.affine(nl.l, mul, add); });
       }
     }
   }
@@ -241,10 +244,7 @@ TEST(VulkanInteger, CastsBetweenIntegersAndToFloats) {
       if (to == dt) continue;
       for (const auto& nl : layouts(R, C)) {
         std::string what = "to_dtype " + dt_name(dt) + " -> " + dt_name(to) + " " + nl.name;
-        vulkan::reset_stats();
-        auto got = p.vk->to_dtype(nl.l, to);
-        expect_no_round_trip(what);
-        expect_same_bytes(*got, *p.cpu->to_dtype(nl.l, to), what);
+        expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.to_dtype(nl.l, to); });
       }
     }
   }
@@ -264,10 +264,7 @@ TEST(VulkanInteger, ReduceEveryOpDimsLayout) {
         for (const auto& nl : layouts(R, C)) {
           std::string what = std::string(reduce_op_name(op)) + " " + dt_name(dt) + " dims " +
                              Shape(dims).to_string() + " " + nl.name;
-          vulkan::reset_stats();
-          auto got = p.vk->reduce(op, nl.l, dims);
-          expect_no_round_trip(what);
-          expect_same_bytes(*got, *p.cpu->reduce(op, nl.l, dims), what);
+          expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.reduce(op, nl.l, dims); });
         }
       }
     }
@@ -284,15 +281,11 @@ TEST(VulkanInteger, ReduceLongRowsTwoPasses) {
     for (int o = 0; o <= static_cast<int>(ReduceOp::ArgMax); ++o) {
       auto op = static_cast<ReduceOp>(o);
       std::string what = std::string(reduce_op_name(op)) + " " + dt_name(dt) + " long rows";
-      vulkan::reset_stats();
-      auto got = p.vk->reduce(op, l, {1});
-      expect_no_round_trip(what);
-      expect_same_bytes(*got, *p.cpu->reduce(op, l, {1}), what);
+      expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.reduce(op, l, {1}); });
     }
-    vulkan::reset_stats();
-    auto got = p.vk->reduce(ReduceOp::Sum, l, {0, 1});
-    expect_no_round_trip("sum_all " + dt_name(dt));
-    expect_same_bytes(*got, *p.cpu->reduce(ReduceOp::Sum, l, {0, 1}), "sum_all " + dt_name(dt));
+    expect_kernel_matches(p, "sum_all " + dt_name(dt), [&](const BackendStorage& s) {
+      return s.reduce(ReduceOp::Sum, l, {0, 1});
+    });
   }
 }
 
@@ -304,10 +297,7 @@ TEST(VulkanInteger, CumsumEveryDimLayout) {
     for (size_t dim : {0, 1}) {
       for (const auto& nl : layouts(R, C)) {
         std::string what = "cumsum " + dt_name(dt) + " dim " + std::to_string(dim) + " " + nl.name;
-        vulkan::reset_stats();
-        auto got = p.vk->cumsum(nl.l, dim);
-        expect_no_round_trip(what);
-        expect_same_bytes(*got, *p.cpu->cumsum(nl.l, dim), what);
+        expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.cumsum(nl.l, dim); });
       }
     }
   }
@@ -322,10 +312,7 @@ TEST(VulkanInteger, CumsumLongDimCarriesAcrossDispatches) {
     for (auto [shape, dim] : {std::pair{Shape{len, 2}, size_t(0)}, std::pair{Shape{2, len}, size_t(1)}}) {
       auto l = Layout::contiguous(shape);
       std::string what = "cumsum " + dt_name(dt) + " " + shape.to_string();
-      vulkan::reset_stats();
-      auto got = p.vk->cumsum(l, dim);
-      expect_no_round_trip(what);
-      expect_same_bytes(*got, *p.cpu->cumsum(l, dim), what);
+      expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.cumsum(l, dim); });
     }
   }
 }
