@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 #include "ops/conv_grad.h"
 

@@ -1,7 +1,6 @@
 // The umbrella header of candle-cpp's core.
 #pragma once
 
-#include "candle/backend.h"
 #include "candle/backprop.h"
 #include "candle/device.h"
 #include "candle/display.h"

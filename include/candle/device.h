@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -60,5 +61,10 @@ class Device {
 // A backend library registers a factory for its kind; Device::open calls it.
 using BackendFactory = std::function<std::shared_ptr<BackendDevice>(size_t ordinal)>;
 void register_backend(DeviceKind kind, BackendFactory factory);
+
+// How often each op ran on the CPU for a device without a native kernel for it (copied to the
+// host, computed there, copied back), by op name; zero for every op a backend implements.
+std::map<std::string, size_t> backend_stats();
+void reset_backend_stats();
 
 }  // namespace candle

@@ -15,16 +15,19 @@
 #include <variant>
 #include <vector>
 
-#include "candle/backend.h"
 #include "candle/device.h"
 #include "candle/dtype.h"
 #include "candle/error.h"
 #include "candle/layout.h"
+#include "candle/op_kinds.h"
+#include "candle/scalar.h"
 #include "candle/shape.h"
 
 namespace candle {
 
 struct TensorImpl;
+class BackendStorage;
+using StoragePtr = std::shared_ptr<BackendStorage>;
 class Tensor;
 class GradStore;
 

@@ -1,7 +1,7 @@
 // Op names, the CPU round-trip counters and the default (CPU round-trip) op implementations.
-#include "candle/backend.h"
-
 #include <mutex>
+
+#include "candle/backend/cpu_storage.h"
 
 namespace candle {
 

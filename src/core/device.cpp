@@ -6,7 +6,7 @@
 #include <mutex>
 #include <random>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/error.h"
 
 namespace candle {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 
 namespace candle {

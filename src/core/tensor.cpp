@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "candle/backend/cpu_storage.h"
 #include "core/backprop_op.h"
 #include "core/tensor_impl.h"
 #include "ops/op_util.h"

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "candle/backend/backend.h"
 #include "candle/tensor.h"
 
 namespace candle {

@@ -1,7 +1,7 @@
 // Facts about unary ops shared by the op layer and the backends.
 #pragma once
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 
 namespace candle {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <type_traits>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/ew_iter.h"
 #include "cpu/unary_ops.h"
 

@@ -1,5 +1,5 @@
 // to_dtype on the CPU: every pair of dtypes.
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/strided.h"
 
 namespace candle {

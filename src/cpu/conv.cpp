@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/utils.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm.h"

@@ -26,7 +26,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/dense.h"
 #include "cpu/max2x2.h"
 #include "cpu/parallel.h"

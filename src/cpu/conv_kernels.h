@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <optional>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 
 namespace candle::cpu {
 

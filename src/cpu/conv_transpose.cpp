@@ -30,7 +30,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/utils.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/strided.h"
 
 namespace candle::cpu {

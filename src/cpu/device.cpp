@@ -4,7 +4,7 @@
 #include <random>
 #include <type_traits>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/random.h"
 
 namespace candle {

@@ -17,7 +17,7 @@
 #include <string>
 #include <type_traits>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/parallel.h"
 
 namespace candle {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/utils.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"

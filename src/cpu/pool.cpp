@@ -32,7 +32,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/max2x2.h"
 #include "cpu/parallel.h"
 #include "cpu/resize_index.h"

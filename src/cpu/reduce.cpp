@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/parallel.h"
 #include "cpu/reduce_kernels.h"
 

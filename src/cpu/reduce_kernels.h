@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 
 namespace candle::cpu {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/layout.h"
 
 namespace candle::cpu {

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <new>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/host_alloc.h"
 #include "cpu/strided.h"
 #include "cpu/transpose_copy.h"

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/layout.h"
 
 namespace candle::cpu {

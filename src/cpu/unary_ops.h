@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "core/unary_traits.h"
 #include "cpu/vec_math.h"
 

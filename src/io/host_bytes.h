@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/tensor.h"
 
 namespace candle::io {

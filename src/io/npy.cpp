@@ -15,6 +15,7 @@
 #include <set>
 #include <string_view>
 
+#include "candle/backend/cpu_storage.h"
 #include "io/host_bytes.h"
 #include "io/mmap.h"
 #include "io/zip.h"

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 
+#include "candle/backend/cpu_storage.h"
 #include "io/host_bytes.h"
 #include "io/mmap.h"
 #include "io/safetensors_internal.h"

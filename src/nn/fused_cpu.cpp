@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_math.h"
 

@@ -5,7 +5,7 @@
 #include <initializer_list>
 #include <optional>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/tensor.h"
 
 namespace candle::nn::detail {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "candle/backend/cpu_storage.h"
 #include "cpu/parallel.h"
 #include "nn/optim_cpu.h"
 

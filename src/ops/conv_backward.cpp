@@ -3,6 +3,7 @@
 // CPU kernels are partitioned by output element (bit-identical for any thread count).
 #include "ops/conv_backward.h"
 
+#include "candle/backend/cpu_storage.h"
 #include "ops/conv_grad.h"
 
 namespace candle::autograd {

@@ -15,7 +15,7 @@
 #include <array>
 #include <optional>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/tensor.h"
 
 namespace candle::ops::grad {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/tensor.h"
 #include "core/backprop_op.h"
 #include "ops/conv_backward.h"

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/tensor.h"
 #include "core/backprop_op.h"
 #include "cpu/parallel.h"

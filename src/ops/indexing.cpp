@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/tensor.h"
 #include "core/backprop_op.h"
 #include "ops/op_util.h"

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "candle/backend/backend.h"
 #include "candle/tensor.h"
 
 namespace candle::ops {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "context.h"
 
 namespace candle::vk_backend {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 #include "candle/io/safetensors.h"
 #include "test_util.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 #include "test_util.h"
 

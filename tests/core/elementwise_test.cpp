@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 #include "cpu/vec_math.h"
 #include "test_util.h"

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 #include "test_util.h"
 

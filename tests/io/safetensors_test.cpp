@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 #include "io/safetensors_internal.h"
 #include "io_test_util.h"

@@ -19,6 +19,7 @@
 
 #include <cstring>
 
+#include "candle/backend/cpu_storage.h"
 #include "vk_util.h"
 
 namespace candle {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 
+#include "candle/backend/cpu_storage.h"
 #include "vk_util.h"
 
 namespace candle {

@@ -2,6 +2,7 @@
 // sub-ranges and split their dispatches. Values are checked at a few positions.
 #include <gtest/gtest.h>
 
+#include "candle/backend/cpu_storage.h"
 #include "vk_util.h"
 
 namespace candle {

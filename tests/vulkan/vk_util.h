@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "candle/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 #include "candle/vulkan.h"
 
