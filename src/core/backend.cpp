@@ -49,6 +49,17 @@ void count_cpu_fallback(const char* op) {
   ++stats().counts[op];
 }
 
+StoragePtr BackendDevice::adopt_host(std::shared_ptr<CpuStorage> src) { return from_cpu(*src); }
+StoragePtr BackendDevice::from_host(const void* data, DType dtype, size_t n) {
+  auto view = CpuStorage::wrap(dtype, n, const_cast<void*>(data), nullptr);
+  return from_cpu(*view);
+}
+StoragePtr BackendDevice::zeros(DType dtype, size_t n) {
+  StoragePtr s = alloc(dtype, n);
+  s->const_set(Scalar(0), Layout::contiguous(Shape{n}));
+  return s;
+}
+
 void BackendStorage::copy_to_host(const Layout& l, void* dst) const {
   if (l.elem_count() == 0) return;
   auto cpu = to_cpu();

@@ -61,10 +61,8 @@ Tensor Tensor::from_raw(const void* data, size_t count, DType dtype, const Shape
                                               " elements for shape " + shape.to_string() + " (" +
                                               std::to_string(shape.elem_count()) + " elements)");
   }
-  auto cpu = CpuStorage::alloc(dtype, count);
-  if (count) std::memcpy(cpu->bytes(), data, cpu->nbytes());
-  StoragePtr s = device.is_cpu() ? StoragePtr(cpu) : device.backend().from_cpu(*cpu);
-  return from_storage(std::move(s), Layout::contiguous(shape), dtype, device);
+  return from_storage(device.backend().from_host(data, dtype, count), Layout::contiguous(shape), dtype,
+                      device);
 }
 
 Tensor Tensor::from_raw_buffer(std::span<const std::byte> bytes, DType dtype, const Shape& shape,
@@ -91,11 +89,8 @@ Tensor Tensor::full(const Scalar& value, const Shape& shape, const Device& devic
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, const Device& device) {
-  if (device.is_cpu()) {
-    return from_storage(CpuStorage::zeros(dtype, shape.elem_count()), Layout::contiguous(shape), dtype,
-                        device);
-  }
-  return full(Scalar(0), shape, dtype, device);
+  return from_storage(device.backend().zeros(dtype, shape.elem_count()), Layout::contiguous(shape), dtype,
+                      device);
 }
 Tensor Tensor::ones(const Shape& shape, DType dtype, const Device& device) {
   return full(Scalar(1), shape, dtype, device);
@@ -155,7 +150,7 @@ Tensor Tensor::to_device(const Device& dev) const {
     part = CpuStorage::alloc(dtype(), src.elem_count());
     cpu->copy_strided_src(*part, 0, src.layout());
   }
-  StoragePtr s = dev.is_cpu() ? StoragePtr(part) : dev.backend().from_cpu(*part);
+  StoragePtr s = dev.backend().adopt_host(std::move(part));
   return autograd::record(
       from_storage(std::move(s), Layout::contiguous(shape()), dtype(), dev), "to_device",
       [](const std::vector<Tensor>& in, const Tensor&, const Tensor& g, std::vector<Tensor>& gi) {

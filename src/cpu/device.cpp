@@ -52,6 +52,13 @@ class CpuDevice final : public BackendDevice {
   size_t ordinal() const override { return 0; }
   std::string name() const override { return "cpu"; }
   StoragePtr alloc(DType dtype, size_t n) override { return CpuStorage::alloc(dtype, n); }
+  StoragePtr adopt_host(std::shared_ptr<CpuStorage> src) override { return src; }
+  StoragePtr from_host(const void* data, DType dtype, size_t n) override {
+    auto s = CpuStorage::alloc(dtype, n);
+    if (n) std::memcpy(s->bytes(), data, s->nbytes());
+    return s;
+  }
+  StoragePtr zeros(DType dtype, size_t n) override { return CpuStorage::zeros(dtype, n); }
   StoragePtr from_cpu(const CpuStorage& src) override {
     auto out = CpuStorage::alloc(src.dtype(), src.elem_count());
     std::memcpy(out->bytes(), src.bytes(), src.nbytes());

@@ -1012,29 +1012,20 @@ std::shared_ptr<CpuStorage> reduce_log_sum_exp(const CpuStorage& s, const Layout
   return out;
 }
 
-std::shared_ptr<CpuStorage> gather_last_dim(const CpuStorage& s, const Layout& l, const CpuStorage& ids) {
-  check_bounds(s, l, "sort_last_dim");
-  const size_t n = l.elem_count();
-  if (ids.dtype() != DType::U32 || ids.elem_count() < n) {
-    throw Error(ErrorKind::Internal, "sort_last_dim: indices must be u32 of the input's shape");
-  }
-  auto out = CpuStorage::alloc(s.dtype(), n);
-  if (n == 0) return out;
-  auto [src, base] = contiguous_source(s, l);
-  const size_t len = l.dims().back();
-  dispatch(s.dtype(), [&]<typename T>() {
-    const T* x = src->data<T>() + base;
-    const uint32_t* id = ids.data<uint32_t>();
-    T* y = out->data<T>();
-    cpu::parallel_for(n / len, cpu::kParallelGrain / len + 1, [&](size_t b, size_t e) {
-      for (size_t r = b; r < e; ++r) {
-        for (size_t k = 0; k < len; ++k)
-          y[r * len + k] = x[r * len + std::min<size_t>(id[r * len + k], len - 1)];
-      }
-    });
-  });
-  return out;
-}
-
 }  // namespace cpu
+}  // namespace candle
+
+namespace candle {
+
+StoragePtr CpuStorage::reduce_mean(const Layout& l, const std::vector<size_t>& dims) const {
+  return cpu::reduce_mean(*this, l, dims);
+}
+StoragePtr CpuStorage::reduce_var(const Layout& l, size_t dim) const {
+  return cpu::reduce_var(*this, l, dim);
+}
+StoragePtr CpuStorage::reduce_log_sum_exp(const Layout& l, const std::vector<size_t>& dims) const {
+  return cpu::reduce_log_sum_exp(*this, l, dims);
+}
+StoragePtr CpuStorage::reduce_norm(const Layout& l) const { return cpu::reduce_norm(*this, l); }
+
 }  // namespace candle

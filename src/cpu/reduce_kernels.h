@@ -1,5 +1,5 @@
-// CPU kernels of the reduction family that have no BackendStorage method of their own
-// (mean, norm, var, log_sum_exp, the value gather of sort). Internal to src/.
+// CPU kernels of mean, norm, var and log_sum_exp (CpuStorage's reduce_mean, ... call them).
+// Internal to src/cpu.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +22,5 @@ std::shared_ptr<CpuStorage> reduce_var(const CpuStorage& s, const Layout& l, siz
 // log(sum(exp(x))) over `dims`, shifted by the max of each output's elements. Float dtypes only.
 std::shared_ptr<CpuStorage> reduce_log_sum_exp(const CpuStorage& s, const Layout& l,
                                                const std::vector<size_t>& dims);
-// out[r, k] = src[r, ids[r, k]] along the last dim; ids: contiguous u32 of l's shape.
-std::shared_ptr<CpuStorage> gather_last_dim(const CpuStorage& s, const Layout& l, const CpuStorage& ids);
 
 }  // namespace candle::cpu

@@ -165,3 +165,32 @@ void copy_signed_strided(const CpuStorage& src, int64_t offset, const std::vecto
 }
 
 }  // namespace candle::cpu
+
+namespace candle {
+
+// Our strides are unsigned, so a flip is a copy through negative strides.
+StoragePtr CpuStorage::flip(const Layout& l, const std::vector<size_t>& dims) const {
+  const size_t rank = l.dims().size();
+  std::vector<int64_t> st(rank);
+  auto offset = static_cast<int64_t>(l.start_offset());
+  for (size_t k = 0; k < rank; ++k) st[k] = static_cast<int64_t>(l.stride()[k]);
+  for (size_t d : dims) {
+    if (d >= rank) throw Error(ErrorKind::Internal, "flip: dim out of range");
+    if (l.dims()[d] > 1) {
+      offset += st[d] * static_cast<int64_t>(l.dims()[d] - 1);
+      st[d] = -st[d];
+    }
+  }
+  auto out = CpuStorage::alloc(dtype(), l.elem_count());
+  cpu::copy_signed_strided(*this, offset, l.dims(), st, *out, 0);
+  return out;
+}
+
+void CpuStorage::copy_strided_rows(BackendStorage& dst, const Layout& l, size_t row_len, size_t dst_s,
+                                   size_t dst_o) const {
+  auto* d = dynamic_cast<CpuStorage*>(&dst);
+  if (!d) throw Error(ErrorKind::Internal, "copy_strided_rows: destination is not a cpu storage");
+  cpu::copy_strided_rows(*this, l, row_len, *d, dst_s, dst_o);
+}
+
+}  // namespace candle

@@ -1,10 +1,12 @@
 // CpuStorage: allocation, zero-copy views, strided copies and const_set.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "candle/backend/cpu_storage.h"
 #include "cpu/host_alloc.h"
+#include "cpu/parallel.h"
 #include "cpu/strided.h"
 #include "cpu/transpose_copy.h"
 
@@ -87,12 +89,31 @@ void CpuStorage::copy2d(BackendStorage& dst_base, size_t d1, size_t d2, size_t s
   size_t es = dtype_size(dtype_);
   const std::byte* s = data_;
   std::byte* d = dst->bytes();
+  const size_t threads = get_num_threads();
+  if (threads > 1 && d1 < threads && d2 >= 2 * cpu::kParallelGrain) {
+    // a few long rows: fan out over pieces of rows so that every thread copies
+    const size_t chunk = cpu::kParallelGrain, per_row = (d2 + chunk - 1) / chunk;
+    cpu::parallel_for(d1 * per_row, 1, [&](size_t b, size_t e) {
+      for (size_t p = b; p < e; ++p) {
+        const size_t r = p / per_row, c0 = (p % per_row) * chunk, len = std::min(chunk, d2 - c0);
+        std::memcpy(d + (dst_o + r * dst_s + c0) * es, s + (src_o + r * src_s + c0) * es, len * es);
+      }
+    });
+    return;
+  }
   size_t grain_rows = cpu::kParallelGrain / d2 + 1;
   cpu::parallel_for(d1, grain_rows, [&](size_t b, size_t e) {
     for (size_t r = b; r < e; ++r) {
       std::memcpy(d + (dst_o + r * dst_s) * es, s + (src_o + r * src_s) * es, d2 * es);
     }
   });
+}
+
+bool CpuStorage::shares_memory_with(const BackendStorage& other) const {
+  if (this == &other) return true;
+  auto* o = dynamic_cast<const CpuStorage*>(&other);
+  if (!o || nbytes() == 0 || o->nbytes() == 0) return false;
+  return bytes() < o->bytes() + o->nbytes() && o->bytes() < bytes() + nbytes();
 }
 
 void CpuStorage::const_set(const Scalar& v, const Layout& l) {

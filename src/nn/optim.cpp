@@ -4,9 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "candle/backend/cpu_storage.h"
-#include "cpu/parallel.h"
-#include "nn/optim_cpu.h"
+#include "candle/backend/backend.h"
+#include "nn/optim_detail.h"
 
 namespace candle::nn {
 
@@ -97,9 +96,7 @@ void AdamW::step(const GradStore& grads) {
   for (const VarAdamW& va : vars_) {
     std::optional<Tensor> g = grads.get(va.var.as_tensor());
     if (!g) continue;
-    if (detail::adamw_fused_applies(va.var, va.first_moment, va.second_moment, *g))
-      detail::adamw_step_cpu(va.var, va.first_moment, va.second_moment, *g, c);
-    else
+    if (!detail::adamw_step_fused(va.var, va.first_moment, va.second_moment, *g, c))
       detail::adamw_step_composed(va.var, va.first_moment, va.second_moment, *g, c);
   }
 }
@@ -140,66 +137,18 @@ void AdamW::set_state(const State& s) {
 // ---- the AdamW update ---------------------------------------------------------------------
 
 namespace detail {
-namespace {
 
-template <typename T>
-T* cpu_ptr(const Tensor& t) {
-  auto* s = dynamic_cast<CpuStorage*>(t.storage().get());
-  if (!s) throw Error(ErrorKind::Internal, "AdamW: fused step on a tensor that is not on the CPU");
-  return s->data<T>() + t.layout().start_offset();
-}
-
-// One element: the order of operations of candle's composed update, in T.
-template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_range(
-    T* __restrict theta, T* __restrict m, T* __restrict v, const T* __restrict g, size_t n, T b1, T one_b1,
-    T b2, T one_b2, T scale_m, T scale_v, T decay, T lr, T eps) {
-  for (size_t i = 0; i < n; ++i) {
-    T gi = g[i];
-    T mi = m[i] * b1 + gi * one_b1;
-    T vi = v[i] * b2 + (gi * gi) * one_b2;
-    m[i] = mi;
-    v[i] = vi;
-    T denom = std::sqrt(vi * scale_v) + eps;
-    theta[i] = theta[i] * decay - ((mi * scale_m) / denom) * lr;
-  }
-}
-
-}  // namespace
-
-bool adamw_fused_applies(const Var& theta, const Var& m, const Var& v, const Tensor& g) {
+bool adamw_step_fused(const Var& theta, const Var& m, const Var& v, const Tensor& g, const AdamWCoeffs& c) {
   const Tensor& t = theta.as_tensor();
-  DType dt = t.dtype();
-  if (dt != DType::F32 && dt != DType::F64) return false;
-  if (!t.device().is_cpu() || !g.device().is_cpu()) return false;
-  if (g.dtype() != dt || g.shape() != t.shape()) return false;
-  for (const Tensor* x : {&t, &m.as_tensor(), &v.as_tensor()}) {
-    if (!x->is_contiguous() || x->dtype() != dt || x->shape() != t.shape() || !x->device().is_cpu())
+  if (g.dtype() != t.dtype() || g.shape() != t.shape()) return false;
+  for (const Tensor* x : {&m.as_tensor(), &v.as_tensor()}) {
+    if (x->dtype() != t.dtype() || x->shape() != t.shape() || !x->device().same_device(t.device()))
       return false;
   }
-  return true;
-}
-
-void adamw_step_cpu(const Var& theta, const Var& m, const Var& v, const Tensor& g, const AdamWCoeffs& c) {
-  Tensor gc = g.contiguous();
-  size_t n = theta.as_tensor().elem_count();
-  auto run = [&]<typename T>() {
-    T* tp = cpu_ptr<T>(theta.as_tensor());
-    T* mp = cpu_ptr<T>(m.as_tensor());
-    T* vp = cpu_ptr<T>(v.as_tensor());
-    const T* gp = cpu_ptr<T>(gc);
-    const T b1 = static_cast<T>(c.beta1), one_b1 = static_cast<T>(1.0 - c.beta1);
-    const T b2 = static_cast<T>(c.beta2), one_b2 = static_cast<T>(1.0 - c.beta2);
-    const T sm = static_cast<T>(c.scale_m), sv = static_cast<T>(c.scale_v);
-    const T decay = static_cast<T>(c.decay), lr = static_cast<T>(c.lr), eps = static_cast<T>(c.eps);
-    cpu::parallel_for(n, cpu::kParallelGrain, [&](size_t b, size_t e) {
-      adamw_range<T>(tp + b, mp + b, vp + b, gp + b, e - b, b1, one_b1, b2, one_b2, sm, sv, decay, lr, eps);
-    });
-  };
-  if (theta.dtype() == DType::F32)
-    run.template operator()<float>();
-  else
-    run.template operator()<double>();
+  if (!g.device().same_device(t.device())) return false;
+  const Tensor &mt = m.as_tensor(), &vt = v.as_tensor();
+  return t.storage()->adamw_step_set(t.layout(), *mt.storage(), mt.layout(), *vt.storage(), vt.layout(),
+                                     *g.storage(), g.layout(), c);
 }
 
 void adamw_step_composed(const Var& theta, const Var& m, const Var& v, const Tensor& g,

@@ -1,4 +1,5 @@
-// Creation helpers: arange, eye, tril2/triu2 and meshgrid.
+// Creation helpers: arange (computed on the host as candle does, then uploaded), eye,
+// tril2/triu2 (comparisons on the device) and meshgrid.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -6,10 +7,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "candle/backend/cpu_storage.h"
 #include "candle/tensor.h"
 #include "core/backprop_op.h"
-#include "cpu/parallel.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -42,9 +41,7 @@ std::vector<T> arange_int(const Scalar& start, const Scalar& end, const Scalar& 
     arange_error("values from " + std::to_string(s) + " to " + std::to_string(static_cast<int64_t>(last)) +
                  " do not fit dtype " + std::string(dtype_name(dtype)));
   }
-  cpu::parallel_for(out.size(), cpu::kParallelGrain, [&](size_t b, size_t en) {
-    for (size_t i = b; i < en; ++i) out[i] = static_cast<T>(s + static_cast<int64_t>(i) * st);
-  });
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(s + static_cast<int64_t>(i) * st);
   return out;
 }
 
@@ -76,25 +73,14 @@ std::vector<T> arange_float(const Scalar& start, const Scalar& end, const Scalar
   return out;
 }
 
-// n x n matrix whose row i holds ones in [lo(i), hi(i)) and zeros elsewhere.
-template <typename Range>
-Tensor band_matrix(size_t n, DType dtype, const Device& device, Range range) {
-  auto cpu = CpuStorage::alloc(dtype, n * n);
-  dispatch(dtype, [&]<typename T>() {
-    T one = Scalar(1).as<T>(), zero = Scalar(0).as<T>();
-    T* d = cpu->data<T>();
-    cpu::parallel_for(n, cpu::kParallelGrain / (n ? n : 1) + 1, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        auto [lo, hi] = range(i);
-        T* row = d + i * n;
-        for (size_t j = 0; j < lo; ++j) row[j] = zero;
-        for (size_t j = lo; j < hi; ++j) row[j] = one;
-        for (size_t j = hi; j < n; ++j) row[j] = zero;
-      }
-    });
-  });
-  StoragePtr s = device.is_cpu() ? StoragePtr(cpu) : device.backend().from_cpu(*cpu);
-  return Tensor::from_storage(std::move(s), Layout::contiguous(Shape{n, n}), dtype, device);
+// n x n matrix holding 1 where keep(row ids, column ids) and 0 elsewhere, computed on the
+// device: a u32 arange compared against its transpose, then cast.
+template <typename Keep>
+Tensor band_matrix(size_t n, DType dtype, const Device& device, Keep keep) {
+  if (n > std::numeric_limits<uint32_t>::max())
+    throw Error(ErrorKind::InvalidArgument, "eye/tril2/triu2: n = " + std::to_string(n) + " is too large");
+  Tensor ids = Tensor::arange<uint32_t>(0, static_cast<uint32_t>(n), device);
+  return keep(ids.reshape({n, 1}), ids.reshape({1, n})).to_dtype(dtype);
 }
 
 }  // namespace
@@ -112,15 +98,18 @@ Tensor Tensor::arange_impl(const Scalar& start, const Scalar& end, const Scalar&
 }
 
 Tensor Tensor::eye(size_t n, DType dtype, const Device& device) {
-  return band_matrix(n, dtype, device, [](size_t i) { return std::pair<size_t, size_t>{i, i + 1}; });
+  return band_matrix(n, dtype, device,
+                     [](const Tensor& row, const Tensor& col) { return row.broadcast_eq(col); });
 }
 
 Tensor Tensor::tril2(size_t n, DType dtype, const Device& device) {
-  return band_matrix(n, dtype, device, [](size_t i) { return std::pair<size_t, size_t>{0, i + 1}; });
+  return band_matrix(n, dtype, device,
+                     [](const Tensor& row, const Tensor& col) { return col.broadcast_le(row); });
 }
 
 Tensor Tensor::triu2(size_t n, DType dtype, const Device& device) {
-  return band_matrix(n, dtype, device, [n](size_t i) { return std::pair<size_t, size_t>{i, n}; });
+  return band_matrix(n, dtype, device,
+                     [](const Tensor& row, const Tensor& col) { return col.broadcast_ge(row); });
 }
 
 std::vector<Tensor> Tensor::meshgrid(const std::vector<Tensor>& args, bool xy_indexing) {

@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "candle/backend/cpu_storage.h"
 #include "candle/tensor.h"
 #include "core/backprop_op.h"
 #include "ops/op_util.h"
@@ -28,13 +27,7 @@ bool same_dims_except(const Shape& a, const Shape& b, size_t dim) {
 }
 
 // Whether the two tensors' elements may live in the same memory.
-bool shares_memory(const Tensor& a, const Tensor& b) {
-  if (a.storage() == b.storage()) return true;
-  auto* ca = dynamic_cast<const CpuStorage*>(a.storage().get());
-  auto* cb = dynamic_cast<const CpuStorage*>(b.storage().get());
-  if (!ca || !cb || ca->nbytes() == 0 || cb->nbytes() == 0) return false;
-  return ca->bytes() < cb->bytes() + cb->nbytes() && cb->bytes() < ca->bytes() + ca->nbytes();
-}
+bool shares_memory(const Tensor& a, const Tensor& b) { return a.storage()->shares_memory_with(*b.storage()); }
 
 void require_contiguous(const Tensor& t, const char* op) {
   if (!t.is_contiguous()) {

@@ -1,9 +1,8 @@
 // Reductions, cumsum and sorting: dims and shape rules, then dispatch to the backend.
 //
-// sum/max/min/argmax/argmin/cumsum/arg_sort are BackendStorage ops. mean, var, norm,
-// log_sum_exp and the value gather of sort_last_dim are single-pass CPU kernels
-// (src/cpu/reduce_kernels.h); on another device they round-trip through the CPU and are
-// counted in backend_stats().
+// Every reduction is a BackendStorage op; mean, var, norm and log_sum_exp have composed
+// defaults (src/ops/composed_defaults.cpp) that a backend without a kernel of its own runs on
+// its device, and single-pass kernels on the CPU. sort_last_dim gathers with the backend's gather.
 #include <numeric>
 #include <string>
 #include <utility>
@@ -11,7 +10,6 @@
 
 #include "candle/tensor.h"
 #include "core/backprop_op.h"
-#include "cpu/reduce_kernels.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -80,24 +78,9 @@ Tensor reduce_impl(const Tensor& t, ReduceOp op, const std::vector<size_t>& dims
       t);
 }
 
-// Runs a CPU kernel on t's storage and puts the result on t's device.
-template <typename Fn>
-Tensor via_cpu(const Tensor& t, const Shape& out_shape, DType out_dtype, const char* name, Fn&& fn) {
-  std::shared_ptr<CpuStorage> cpu = t.storage()->to_cpu();
-  std::shared_ptr<CpuStorage> r = fn(*cpu, t.layout());
-  StoragePtr s;
-  if (t.device().is_cpu()) {
-    s = std::move(r);
-  } else {
-    count_cpu_fallback(name);
-    s = t.device().backend().from_cpu(*r);
-  }
-  return ops::make_result(std::move(s), out_shape, out_dtype, t.device());
-}
-
 Tensor mean_impl(const Tensor& t, const std::vector<size_t>& dims, bool keepdim) {
-  Tensor out = via_cpu(t, reduced_shape(t.shape(), dims, keepdim), t.dtype(), "mean",
-                       [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_mean(s, l, dims); });
+  Tensor out = ops::make_result(t.storage()->reduce_mean(t.layout(), dims),
+                                reduced_shape(t.shape(), dims, keepdim), t.dtype(), t.device());
   if (!t.track_op()) return out;
   return autograd::record(
       std::move(out), "mean",
@@ -113,8 +96,8 @@ Tensor mean_impl(const Tensor& t, const std::vector<size_t>& dims, bool keepdim)
 Tensor var_impl(const Tensor& t, int64_t dim, bool keepdim) {
   size_t d = t.shape().resolve_dim(dim, "var");
   ops::check_float(t, "var");
-  Tensor out = via_cpu(t, reduced_shape(t.shape(), {d}, keepdim), t.dtype(), "var",
-                       [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_var(s, l, d); });
+  Tensor out = ops::make_result(t.storage()->reduce_var(t.layout(), d),
+                                reduced_shape(t.shape(), {d}, keepdim), t.dtype(), t.device());
   // d var / dx = 2 (x - mean) / (n - 1)
   return autograd::record(
       std::move(out), "var",
@@ -201,9 +184,8 @@ Tensor Tensor::log_sum_exp(const std::vector<int64_t>& dims) const {
   std::vector<size_t> d = ops::resolve_dims(shape(), dims, "log_sum_exp");
   ops::check_float(*this, "log_sum_exp");
   if (d.empty()) return *this;
-  Tensor out =
-      via_cpu(*this, reduced_shape(shape(), d, false), dtype(), "log_sum_exp",
-              [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_log_sum_exp(s, l, d); });
+  Tensor out = ops::make_result(storage()->reduce_log_sum_exp(layout(), d), reduced_shape(shape(), d, false),
+                                dtype(), device());
   if (!track_op()) return out;
   // d lse / dx = exp(x - lse)
   return autograd::record(
@@ -230,8 +212,7 @@ Tensor Tensor::cumsum(int64_t dim) const {
 
 Tensor Tensor::norm() const {
   ops::check_float(*this, "norm");
-  Tensor out = via_cpu(*this, Shape{}, dtype(), "norm",
-                       [&](const CpuStorage& s, const Layout& l) { return cpu::reduce_norm(s, l); });
+  Tensor out = ops::make_result(storage()->reduce_norm(layout()), Shape{}, dtype(), device());
   return autograd::record(
       std::move(out), "norm", CANDLE_BACKWARD() { gi[0] = in[0].broadcast_mul(g.div(out)); }, *this);
 }
@@ -244,10 +225,8 @@ Tensor Tensor::arg_sort_last_dim(bool ascending) const {
 std::pair<Tensor, Tensor> Tensor::sort_last_dim(bool ascending) const {
   shape().resolve_dim(-1, "sort_last_dim");
   Tensor ids = arg_sort_last_dim(ascending);
-  std::shared_ptr<CpuStorage> ids_cpu = ids.storage()->to_cpu();
-  Tensor values =
-      via_cpu(*this, shape(), dtype(), "sort_last_dim",
-              [&](const CpuStorage& s, const Layout& l) { return cpu::gather_last_dim(s, l, *ids_cpu); });
+  Tensor values = ops::make_result(storage()->gather(layout(), *ids.storage(), ids.layout(), rank() - 1),
+                                   shape(), dtype(), device());
   // values = gather(self, ids, -1): the gradient scatters back
   values = autograd::record(
       std::move(values), "sort_last_dim",

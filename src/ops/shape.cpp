@@ -2,8 +2,8 @@
 // broadcast, cat/stack, pad, repeat, roll, flip, unfold and Tensor::i indexing.
 //
 // Views share the storage and only change the layout. Ops that build a new tensor write it
-// with a few large row copies (BackendStorage::copy2d / copy_strided_src, both multi-core on
-// the CPU); strided sources that no 2-D copy can describe go through cpu::copy_strided_rows.
+// with a few large row copies (BackendStorage::copy2d / copy_strided_src / copy_strided_rows,
+// multi-core on the CPU).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -12,9 +12,6 @@
 #include "candle/tensor.h"
 #include "candle/utils.h"
 #include "core/backprop_op.h"
-#include "cpu/parallel.h"
-#include "cpu/shape_copy.h"
-#include "cpu/transpose_copy.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -60,24 +57,6 @@ std::optional<size_t> row_stride_2d(const Layout& l, size_t split) {
   return row_stride ? *row_stride : acc;
 }
 
-// copy2d that still fans out over threads when there are only a few long rows.
-void copy_rows_2d(const BackendStorage& src, BackendStorage& dst, size_t d1, size_t d2, size_t src_s,
-                  size_t dst_s, size_t src_o, size_t dst_o) {
-  if (d1 == 0 || d2 == 0) return;
-  size_t threads = get_num_threads();
-  if (threads > 1 && d1 < threads && d2 >= 2 * cpu::kParallelGrain) {
-    size_t chunk = cpu::kParallelGrain;
-    size_t nch = d2 / chunk, tail = d2 - nch * chunk;
-    for (size_t r = 0; r < d1; ++r) {
-      size_t so = src_o + r * src_s, d_o = dst_o + r * dst_s;
-      src.copy2d(dst, nch, chunk, chunk, chunk, so, d_o);
-      if (tail) src.copy2d(dst, 1, tail, tail, tail, so + nch * chunk, d_o + nch * chunk);
-    }
-    return;
-  }
-  src.copy2d(dst, d1, d2, src_s, dst_s, src_o, dst_o);
-}
-
 // Writes the elements of (src, l), seen as rows split before dim `split`, into dst: row r
 // of d2 = prod(dims[split..]) elements lands at dst_o + r * dst_s.
 void write_rows(const BackendStorage& src, const Layout& l, size_t split, BackendStorage& dst, size_t dst_s,
@@ -87,23 +66,14 @@ void write_rows(const BackendStorage& src, const Layout& l, size_t split, Backen
   size_t d1 = product(l.dims(), 0, split);
   size_t d2 = n / d1;
   if (auto s = row_stride_2d(l, split)) {
-    copy_rows_2d(src, dst, d1, d2, *s, dst_s, l.start_offset(), dst_o);
+    src.copy2d(dst, d1, d2, *s, dst_s, l.start_offset(), dst_o);
     return;
   }
-  auto* cs = dynamic_cast<const CpuStorage*>(&src);
-  auto* cd = dynamic_cast<CpuStorage*>(&dst);
   if (d1 == 1 || dst_s == d2) {
-    if (cs && cd && cpu::try_transpose_copy(*cs, l, *cd, dst_o)) return;
     src.copy_strided_src(dst, dst_o, l);
     return;
   }
-  if (cs && cd) {
-    cpu::copy_strided_rows(*cs, l, d2, *cd, dst_s, dst_o);
-    return;
-  }
-  StoragePtr tmp = dst.device().alloc(src.dtype(), n);
-  src.copy_strided_src(*tmp, 0, l);
-  tmp->copy2d(dst, d1, d2, d2, dst_s, 0, dst_o);
+  src.copy_strided_rows(dst, l, d2, dst_s, dst_o);
 }
 
 // An untracked new tensor: the op that fills it records its node.
@@ -346,7 +316,7 @@ Tensor Tensor::repeat(const Shape& repeats) const {
   // Stage 2: fill the other tiles of dim k* by doubling the filled ones.
   for (size_t filled = 1; filled < reps_k;) {
     size_t m = std::min(filled, reps_k - filled);
-    copy_rows_2d(dst, dst, rows, m * b, reps_k * b, reps_k * b, 0, filled * b);
+    dst.copy2d(dst, rows, m * b, reps_k * b, reps_k * b, 0, filled * b);
     filled += m;
   }
   return res;
@@ -512,28 +482,11 @@ Tensor Tensor::flip(const std::vector<int64_t>& dims) const {
     }
     flipped[d] = true;
   }
-  // Our strides are unsigned, so a flip is a copy through negative strides.
-  int64_t offset = static_cast<int64_t>(layout().start_offset());
-  std::vector<int64_t> st(rank());
-  bool any = false;
-  for (size_t k = 0; k < rank(); ++k) {
-    auto s = static_cast<int64_t>(stride()[k]);
-    if (flipped[k] && this->dims()[k] > 1) {
-      offset += s * static_cast<int64_t>(this->dims()[k] - 1);
-      s = -s;
-      any = true;
-    }
-    st[k] = s;
-  }
-  if (!any) return *this;
-  auto cpu_src = storage()->to_cpu();
-  auto cpu_out = CpuStorage::alloc(dtype(), elem_count());
-  cpu::copy_signed_strided(*cpu_src, offset, this->dims(), st, *cpu_out, 0);
-  StoragePtr s = cpu_out;
-  if (!device().is_cpu()) {
-    count_cpu_fallback("flip");
-    s = device().backend().from_cpu(*cpu_out);
-  }
+  std::vector<size_t> fd;
+  for (size_t k = 0; k < rank(); ++k)
+    if (flipped[k] && this->dims()[k] > 1) fd.push_back(k);
+  if (fd.empty()) return *this;
+  StoragePtr s = storage()->flip(layout(), fd);
   Tensor out = from_storage(std::move(s), Layout::contiguous(shape()), dtype(), device());
   if (!track_op()) return out;
   return autograd::record(

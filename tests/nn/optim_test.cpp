@@ -9,7 +9,7 @@
 
 #include "candle/backprop.h"
 #include "nn/nn_test_util.h"
-#include "nn/optim_cpu.h"
+#include "nn/optim_detail.h"
 
 using namespace candle;
 using candle::nn_test::not_implemented_yet;
@@ -203,8 +203,7 @@ std::vector<T> adamw_three_steps(DType dt, size_t n, bool fused) {
                               1.0 / (1.0 - std::pow(0.9, t)),
                               1.0 / (1.0 - std::pow(0.999, t))};
     if (fused) {
-      EXPECT_TRUE(nn::detail::adamw_fused_applies(theta, m, v, g));
-      nn::detail::adamw_step_cpu(theta, m, v, g, c);
+      EXPECT_TRUE(nn::detail::adamw_step_fused(theta, m, v, g, c));
     } else {
       nn::detail::adamw_step_composed(theta, m, v, g, c);
     }
@@ -241,14 +240,14 @@ TEST(NnOptim, AdamWFusedIsThreadCountIndependent) {
 TEST(NnOptim, AdamWFusedNotUsedForHalfOrNonContiguousGrad) {
   Var h = Var::zeros({4}, DType::F16, Device::cpu());
   Var m = Var::zeros({4}, DType::F16, Device::cpu()), v = Var::zeros({4}, DType::F16, Device::cpu());
-  EXPECT_FALSE(nn::detail::adamw_fused_applies(h, m, v, Tensor::zeros({4}, DType::F16, Device::cpu())));
+  EXPECT_FALSE(nn::detail::adamw_step_fused(h, m, v, Tensor::zeros({4}, DType::F16, Device::cpu()),
+                                            nn::detail::AdamWCoeffs{1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0}));
   // a transposed gradient still takes the fused path (it is copied contiguous first)
   Var w = Var::zeros({2, 3}, DType::F32, Device::cpu());
   Var wm = Var::zeros({2, 3}, DType::F32, Device::cpu()), wv = Var::zeros({2, 3}, DType::F32, Device::cpu());
   Tensor gt = Tensor::new_<float>({{1.f, 2.f}, {3.f, 4.f}, {5.f, 6.f}}, Device::cpu()).t();
-  EXPECT_TRUE(nn::detail::adamw_fused_applies(w, wm, wv, gt));
   nn::detail::AdamWCoeffs c{1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0};
-  nn::detail::adamw_step_cpu(w, wm, wv, gt, c);
+  EXPECT_TRUE(nn::detail::adamw_step_fused(w, wm, wv, gt, c));
   // beta 0, eps 0, lr 1: theta -= g / |g| = -sign(g); m = g
   EXPECT_EQ(wm.as_tensor().flatten_all().to_vec1<float>(), (std::vector<float>{1, 3, 5, 2, 4, 6}));
   EXPECT_EQ(w.as_tensor().flatten_all().to_vec1<float>(), (std::vector<float>{-1, -1, -1, -1, -1, -1}));

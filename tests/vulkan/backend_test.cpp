@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
+#include <string>
 
 #include "candle/nn/ops.h"
 #include "candle/nn/rotary_emb.h"
@@ -93,6 +95,54 @@ TEST(VulkanBackend, OpsWithKernelsTakeNoRoundTrip) {
                                      << (s.round_trips.empty() ? "" : s.round_trips.begin()->first);
   EXPECT_TRUE(backend_stats().empty());
   EXPECT_GT(s.dispatches, 20u);
+}
+
+// The ops that the CPU runs as single-pass kernels and other backends through their composed
+// defaults (mean, var, log_sum_exp, norm, flip, sort's gather, arange, eye, tril2 / triu2):
+// on Vulkan, no CPU round-trip, and the CPU's values.
+TEST(VulkanBackend, ComposedOpsTakeNoRoundTripAndMatchTheCpu) {
+  VK_DEVICE_OR_SKIP(dev);
+  auto a = Tensor::from_vec(values(6 * 5 * 7, -3.0f, 3.0f, 11), {6, 5, 7}, Device::cpu());
+  auto inf = Tensor::full(Scalar(-std::numeric_limits<float>::infinity()), {2, 7}, DType::F32, Device::cpu());
+  auto av = a.to_device(dev), infv = inf.to_device(dev);
+  auto ints = a.affine(20.0, 70.0).to_dtype(DType::U8);
+  auto intsv = ints.to_device(dev);
+  dev.synchronize();
+  reset_backend_stats();
+  vulkan::reset_stats();
+  auto run = [](const Tensor& x, const Tensor& neg_inf, const Tensor& u8) {
+    const Device& d = x.device();
+    std::vector<Tensor> r;
+    r.push_back(x.mean_keepdim(std::vector<int64_t>{0, 2}));
+    r.push_back(x.mean_all().reshape({1}));
+    r.push_back(x.transpose(0, 2).mean(1).flatten_all());
+    r.push_back(x.var_keepdim(1).flatten_all());
+    r.push_back(x.to_dtype(DType::F16).var(2).to_dtype(DType::F32).flatten_all());
+    r.push_back(x.log_sum_exp(std::vector<int64_t>{1, 2}));
+    r.push_back(neg_inf.log_sum_exp(1));                          // all -inf: -inf
+    r.push_back(x.narrow(1, 0, 1).log_sum_exp(1).flatten_all());  // one element
+    r.push_back(x.norm().reshape({1}));
+    r.push_back(x.flip({0, 2}).flatten_all());
+    r.push_back(x.t().flip({-1}).flatten_all());
+    r.push_back(x.sort_last_dim(true).first.flatten_all());
+    r.push_back(Tensor::arange<float>(-2.f, 5.f, d).add(Tensor::arange_step<float>(3.f, -4.f, -1.f, d)));
+    r.push_back(Tensor::eye(5, DType::F32, d).add(Tensor::tril2(5, DType::F32, d)).flatten_all());
+    r.push_back(Tensor::triu2(4, DType::F32, d).flatten_all());
+    r.push_back(u8.mean_keepdim(0).to_dtype(DType::F32).flatten_all());
+    return r;
+  };
+  auto got = run(av, infv, intsv);
+  dev.synchronize();
+  auto s = vulkan::stats();
+  EXPECT_TRUE(s.round_trips.empty()) << "round-trip: "
+                                     << (s.round_trips.empty() ? "" : s.round_trips.begin()->first);
+  EXPECT_TRUE(backend_stats().empty());
+  auto want = run(a, inf, ints);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    expect_close(got[i].to_device(Device::cpu()).flatten_to_vec<float>(), want[i].flatten_to_vec<float>(),
+                 1e-3f, 1e-5f, "composed op " + std::to_string(i), /*nonfinite_expected=*/i == 6);
+  }
 }
 
 // to_vec / flatten_to_vec of a view download only the view's elements, straight into the

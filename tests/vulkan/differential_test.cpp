@@ -90,14 +90,14 @@ TEST(VulkanDifferential, AffinePowfElu) {
       Tol ex = dt == DType::F16 ? f16_tol : Tol{1e-6f, 1e-6f};
       Tol tr = dt == DType::F16 ? f16_tol : Tol{1e-5f, 1e-4f};
       expect_close(as_f32(*p.vk->affine(nl.l, 1.5, -0.25)), as_f32(*p.cpu->affine(nl.l, 1.5, -0.25)), ex.atol,
-                   ex.rtol, "affine " + what);
+                   ex.rtol, "affine " + what, /*nonfinite_expected=*/true);
       // negative bases with integral exponents, a fractional exponent (NaN for negatives)
       for (double e : {2.0, 3.0, -1.0, 0.5}) {
         expect_close(as_f32(*p.vk->powf(nl.l, e)), as_f32(*p.cpu->powf(nl.l, e)), tr.atol, tr.rtol,
-                     "powf " + std::to_string(e) + " " + what);
+                     "powf " + std::to_string(e) + " " + what, /*nonfinite_expected=*/true);
       }
       expect_close(as_f32(*p.vk->elu(nl.l, 0.7)), as_f32(*p.cpu->elu(nl.l, 0.7)), tr.atol, tr.rtol,
-                   "elu " + what);
+                   "elu " + what, /*nonfinite_expected=*/true);
     }
   }
 }
@@ -129,9 +129,9 @@ TEST(VulkanDifferential, BinaryMaximumMinimumPropagateNaN) {
   auto pa = make_pair(dev, DType::F32, a), pb = make_pair(dev, DType::F32, b);
   auto l = Layout::contiguous(Shape{4});
   expect_close(as_f32(*pa.vk->binary(BinaryOp::Maximum, l, *pb.vk, l)), {NAN, NAN, 3.0f, NAN}, 0, 0,
-               "maximum");
+               "maximum", /*nonfinite_expected=*/true);
   expect_close(as_f32(*pa.vk->binary(BinaryOp::Minimum, l, *pb.vk, l)), {NAN, NAN, -1.0f, NAN}, 0, 0,
-               "minimum");
+               "minimum", /*nonfinite_expected=*/true);
 }
 
 TEST(VulkanDifferential, CmpEveryOp) {
@@ -207,7 +207,8 @@ TEST(VulkanDifferential, ToDtypeCasts) {
       std::string what = std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)) + " " + nl.name;
       if (to == DType::F16) {
         // the device's f32 -> f16 conversion may round differently from the CPU's
-        expect_close(as_f32(*p.vk->to_dtype(nl.l, to)), as_f32(*p.cpu->to_dtype(nl.l, to)), 0, 1e-3f, what);
+        expect_close(as_f32(*p.vk->to_dtype(nl.l, to)), as_f32(*p.cpu->to_dtype(nl.l, to)), 0, 1e-3f, what,
+                     /*nonfinite_expected=*/true);
       } else {
         expect_same_bytes(*p.vk->to_dtype(nl.l, to), *p.cpu->to_dtype(nl.l, to), what);
       }
@@ -555,8 +556,8 @@ TEST(VulkanDifferential, PoolingEveryLayoutAndNaN) {
         expect_same_bytes(*x.vk->max_pool2d(nl.l, {k0, k1}, {s0, s1}),
                           *x.cpu->max_pool2d(nl.l, {k0, k1}, {s0, s1}), "max_pool2d " + what);
         expect_close(as_f32(*x.vk->avg_pool2d(nl.l, {k0, k1}, {s0, s1})),
-                     as_f32(*x.cpu->avg_pool2d(nl.l, {k0, k1}, {s0, s1})), 1e-6f, 1e-6f,
-                     "avg_pool2d " + what);
+                     as_f32(*x.cpu->avg_pool2d(nl.l, {k0, k1}, {s0, s1})), 1e-6f, 1e-6f, "avg_pool2d " + what,
+                     /*nonfinite_expected=*/true);
       }
     }
   }

@@ -65,6 +65,14 @@ struct ConvEpilogue {
   std::optional<UnaryOp> activation;
 };
 
+// The per-step constants of candle's AdamW: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+// theta = theta decay - lr (m scale_m) / (sqrt(v scale_v) + eps), in the element type.
+struct AdamWStep {
+  double lr, beta1, beta2, eps;
+  double decay;             // 1 - lr * weight_decay
+  double scale_m, scale_v;  // 1 / (1 - beta^t)
+};
+
 class BackendStorage;
 class CpuStorage;
 using StoragePtr = std::shared_ptr<BackendStorage>;
@@ -80,6 +88,12 @@ class BackendDevice {
   virtual StoragePtr alloc(DType dtype, size_t n) = 0;
   // Copies a CPU storage to this device.
   virtual StoragePtr from_cpu(const CpuStorage& src) = 0;
+  // A CPU storage made for this device (the CPU takes it as it is; others copy it over).
+  virtual StoragePtr adopt_host(std::shared_ptr<CpuStorage> src);
+  // n elements of dtype copied from host memory. Default: one from_cpu of a view of `data`.
+  virtual StoragePtr from_host(const void* data, DType dtype, size_t n);
+  // n zeros. Default: alloc + const_set.
+  virtual StoragePtr zeros(DType dtype, size_t n);
   virtual void set_seed(uint64_t seed) = 0;
   virtual StoragePtr rand_uniform(DType dtype, size_t n, double lo, double up) = 0;
   virtual StoragePtr rand_normal(DType dtype, size_t n, double mean, double stddev) = 0;
@@ -221,6 +235,35 @@ class BackendStorage {
   // (t <= t_max; rows [0, t) are used).
   virtual StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
                           const BackendStorage& sin, const Layout& sin_l) const;
+
+  // ---- ops with a composed default: the default runs this device's own kernels (tensor ops
+  // on untracked views of the operands: sum, max, affine, exp, index_select, ...), so a backend
+  // that has those needs no kernel of its own and takes no CPU round-trip; the CPU overrides
+  // them with single-pass kernels (src/cpu/reduce.cpp, shape_copy.cpp). Results are contiguous.
+  // Mean over `dims` (sorted, unique); output: l's shape with those dims set to 1. Integers:
+  // the exact mean truncated toward zero.
+  virtual StoragePtr reduce_mean(const Layout& l, const std::vector<size_t>& dims) const;
+  // Unbiased variance (divides by n - 1) along `dim`; float dtypes.
+  virtual StoragePtr reduce_var(const Layout& l, size_t dim) const;
+  // log(sum(exp(x))) over `dims`, shifted by the max (an infinite max is not subtracted).
+  virtual StoragePtr reduce_log_sum_exp(const Layout& l, const std::vector<size_t>& dims) const;
+  // sqrt of the sum of squares of every element (one element); float dtypes.
+  virtual StoragePtr reduce_norm(const Layout& l) const;
+  // The elements of l with the order of `dims` (sorted, unique) reversed.
+  virtual StoragePtr flip(const Layout& l, const std::vector<size_t>& dims) const;
+  // Writes the elements of `l` (row-major) into dst as rows of `row_len` elements: element i
+  // goes to dst[dst_o + (i / row_len) * dst_s + i % row_len]. Default: a dense copy on this
+  // device, then copy2d.
+  virtual void copy_strided_rows(BackendStorage& dst, const Layout& l, size_t row_len, size_t dst_s,
+                                 size_t dst_o) const;
+  // Whether this storage and `other` may hold the same memory (in-place ops refuse that).
+  virtual bool shares_memory_with(const BackendStorage& other) const { return this == &other; }
+
+  // ---- optimizer steps, in place. Return false when this backend has no kernel for the case
+  // (the caller composes tensor ops). `this` is theta; m, v and g have its shape.
+  virtual bool adamw_step_set(const Layout& l, BackendStorage& m, const Layout& m_l, BackendStorage& v,
+                              const Layout& v_l, const BackendStorage& g, const Layout& g_l,
+                              const AdamWStep& c);
 
  protected:
   // Runs `fn` on CPU copies and uploads the result; counts the round-trip under `op`.

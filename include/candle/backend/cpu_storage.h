@@ -82,6 +82,18 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
               size_t dst_o) const override;
   void const_set(const Scalar& v, const Layout& l) override;
 
+  StoragePtr reduce_mean(const Layout& l, const std::vector<size_t>& dims) const override;
+  StoragePtr reduce_var(const Layout& l, size_t dim) const override;
+  StoragePtr reduce_log_sum_exp(const Layout& l, const std::vector<size_t>& dims) const override;
+  StoragePtr reduce_norm(const Layout& l) const override;
+  StoragePtr flip(const Layout& l, const std::vector<size_t>& dims) const override;
+  void copy_strided_rows(BackendStorage& dst, const Layout& l, size_t row_len, size_t dst_s,
+                         size_t dst_o) const override;
+  bool shares_memory_with(const BackendStorage& other) const override;
+  bool adamw_step_set(const Layout& l, BackendStorage& m, const Layout& m_l, BackendStorage& v,
+                      const Layout& v_l, const BackendStorage& g, const Layout& g_l,
+                      const AdamWStep& c) override;
+
   // gradients of the convolution family (src/cpu/conv_grad*.cpp)
   StoragePtr conv1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
                                 const ParamsConv1D& p) const override;
