@@ -25,8 +25,9 @@ enum class UnaryOp : uint8_t {
   Floor,
   Round,
   Sign,
-  Sigmoid,
+  Sigmoid,  // keep last: kUnaryOpCount
 };
+inline constexpr int kUnaryOpCount = static_cast<int>(UnaryOp::Sigmoid) + 1;
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Pow };
 enum class CmpOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp : uint8_t { Sum, Min, Max, ArgMin, ArgMax };
@@ -34,6 +35,7 @@ enum class ReduceOp : uint8_t { Sum, Min, Max, ArgMin, ArgMax };
 // (xs [b, h, t, d]), interleaved pairs (2i, 2i+1) ([b, h, t, d]), or halves with xs [b, t, h, d].
 enum class RopeKind : uint8_t { Halves, Interleaved, HalvesThd };
 
+// Names for messages and counters; a switch per enum (the compiler flags a missing case).
 const char* unary_op_name(UnaryOp op);
 const char* binary_op_name(BinaryOp op);
 const char* cmp_op_name(CmpOp op);

@@ -164,6 +164,7 @@ class Tensor {
   const Layout& layout() const;
   const std::vector<size_t>& stride() const { return layout().stride(); }
   bool is_contiguous() const { return layout().is_contiguous(); }
+  bool is_fortran_contiguous() const { return layout().is_fortran_contiguous(); }
   TensorId id() const;
   bool is_variable() const;
   // Whether operations on this tensor are recorded for backprop (a Var, or made from one).
@@ -174,6 +175,13 @@ class Tensor {
   T to_scalar() const {
     T v{};
     copy_out(&v, dtype_of<T>, 0, "to_scalar");
+    return v;
+  }
+  // candle's to_vec0: the value of a rank-0 tensor (the same as to_scalar).
+  template <typename T>
+  T to_vec0() const {
+    T v{};
+    copy_out(&v, dtype_of<T>, 0, "to_vec0");
     return v;
   }
   template <typename T>
@@ -251,6 +259,8 @@ class Tensor {
   Tensor contiguous() const;
   // A new tensor with its own storage.
   Tensor copy() const;
+  // candle's force_contiguous: a contiguous copy, also when this tensor is contiguous already.
+  Tensor force_contiguous() const { return copy(); }
   // Indexing, one item per leading dim: t.i({1, Slice(0, 2), std::vector<int64_t>{0, 2}}).
   Tensor i(std::initializer_list<IndexItem> items) const;
   Tensor i(const IndexItem& item) const { return i({item}); }

@@ -30,12 +30,12 @@ IC div_(IC u, IC v) {
 
 IC apply(uint op, IC u, IC v) {
   switch (op) {
-    case 0: return u + v;
-    case 1: return u - v;
-    case 2: return u * v;
-    case 3: return div_(u, v);
-    case 4: return u < v ? v : u;
-    case 5: return v < u ? v : u;
+    case B_ADD: return u + v;
+    case B_SUB: return u - v;
+    case B_MUL: return u * v;
+    case B_DIV: return div_(u, v);
+    case B_MAXIMUM: return u < v ? v : u;
+    case B_MINIMUM: return v < u ? v : u;
   }
   return u;
 }
@@ -55,13 +55,13 @@ layout(std430, binding = 2) writeonly buffer Out { T y[]; };
 
 float apply(uint op, float u, float v) {
   switch (op) {
-    case 0: return u + v;
-    case 1: return u - v;
-    case 2: return u * v;
-    case 3: return u / v;
-    case 4: return (u > v || isnan(u)) ? u : v;  // NaN in either operand gives NaN
-    case 5: return (u < v || isnan(u)) ? u : v;
-    case 6: return pow_(u, v);
+    case B_ADD: return u + v;
+    case B_SUB: return u - v;
+    case B_MUL: return u * v;
+    case B_DIV: return u / v;
+    case B_MAXIMUM: return (u > v || isnan(u)) ? u : v;  // NaN in either operand gives NaN
+    case B_MINIMUM: return (u < v || isnan(u)) ? u : v;
+    case B_POW: return pow_(u, v);
   }
   return u;
 }

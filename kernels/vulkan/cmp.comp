@@ -25,11 +25,11 @@ layout(std430, binding = 2) writeonly buffer Out { uint8_t y[]; };
 
 bool apply(uint op, V u, V v) {
   switch (op) {
-    case 0: return u == v;
-    case 1: return u != v;
-    case 2: return u < v;
-    case 3: return u <= v;
-    case 4: return u > v;
+    case C_EQ: return u == v;
+    case C_NE: return u != v;
+    case C_LT: return u < v;
+    case C_LE: return u <= v;
+    case C_GT: return u > v;
   }
   return u >= v;
 }

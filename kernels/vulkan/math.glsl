@@ -1,6 +1,7 @@
 // Float helpers shared by kernels (no push constants, no bindings): expm1, erf, erfc, pow
-// with std::pow's real results, and act_apply, the UnaryOp activations (backend.h order).
+// with std::pow's real results, and act_apply, the UnaryOp activations (codes: op_codes.glsl).
 // Include after the GL_EXT_shader_explicit_arithmetic_types extension line.
+#include "op_codes.glsl"
 // expm1 accurate near 0.
 float expm1_(float x) {
   if (abs(x) < 0.5) {
@@ -70,29 +71,29 @@ float tanh_(float v) {
 // UnaryOp op (0..19, backend.h order) applied to v; any other op returns v.
 float act_apply(uint op, float v) {
   switch (op) {
-    case 0: return -v;
-    case 1: return 1.0 / v;
-    case 2: return exp(v);
-    case 3: return log(v);
-    case 4: return sin(v);
-    case 5: return cos(v);
-    case 6: return tanh_(v);
-    case 7: return abs(v);
-    case 8: return v * v;
-    case 9: return sqrt(v);
-    case 10: return v * sigmoid_(1.5957691216057307 * (v + 0.044715 * v * v * v));  // gelu (tanh)
-    case 11: return 0.5 * v * erfc_(-v * 0.70710678118654752);                       // gelu_erf
-    case 12: return erf_(v);
-    case 13: return v > 0.0 ? v : 0.0;  // NaN -> 0, as candle's max(x, 0)
-    case 14: return v * sigmoid_(v);
-    case 15: return ceil(v);
-    case 16: return floor(v);
-    case 17: {  // half away from zero
+    case U_NEG: return -v;
+    case U_RECIP: return 1.0 / v;
+    case U_EXP: return exp(v);
+    case U_LOG: return log(v);
+    case U_SIN: return sin(v);
+    case U_COS: return cos(v);
+    case U_TANH: return tanh_(v);
+    case U_ABS: return abs(v);
+    case U_SQR: return v * v;
+    case U_SQRT: return sqrt(v);
+    case U_GELU: return v * sigmoid_(1.5957691216057307 * (v + 0.044715 * v * v * v));  // gelu (tanh)
+    case U_GELU_ERF: return 0.5 * v * erfc_(-v * 0.70710678118654752);                       // gelu_erf
+    case U_ERF: return erf_(v);
+    case U_RELU: return v > 0.0 ? v : 0.0;  // NaN -> 0, as candle's max(x, 0)
+    case U_SILU: return v * sigmoid_(v);
+    case U_CEIL: return ceil(v);
+    case U_FLOOR: return floor(v);
+    case U_ROUND: {  // half away from zero
       float t = trunc(v);
       return abs(v - t) >= 0.5 ? t + sign(v) : t;
     }
-    case 18: return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0);
-    case 19: return sigmoid_(v);
+    case U_SIGN: return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0);
+    case U_SIGMOID: return sigmoid_(v);
   }
   return v;
 }

@@ -1,5 +1,5 @@
 #version 450
-// Unary ops on floats: op 0..19 = UnaryOp (backend.h order), 20 affine (x * p0 + p1),
+// Unary ops on floats: op = UnaryOp (op_codes.glsl), U_AFFINE (x * p0 + p1),
 // 21 powf (x^p0), 22 elu (alpha p0). Operands: 0 input (strided), 1 output (dense).
 // Integer variants (u8, u32, i64): the ops the CPU has for integers, wrapping as the CPU:
 // neg, abs, sqr, relu, sign; ceil, floor and round are the identity; 20 affine with integral
@@ -19,17 +19,17 @@ layout(std430, binding = 1) writeonly buffer Out { IT y[]; };
 
 IC apply(uint op, IC v) {
   switch (op) {
-    case 0: return IC(0) - v;
+    case U_NEG: return IC(0) - v;
 #if defined(I_I64)
-    case 7: return v < IC(0) ? IC(0) - v : v;
-    case 18: return v > IC(0) ? IC(1) : (v < IC(0) ? IC(-1) : IC(0));
-    case 20: return v * IC(int(pc.p0)) + IC(int(pc.p1));
+    case U_ABS: return v < IC(0) ? IC(0) - v : v;
+    case U_SIGN: return v > IC(0) ? IC(1) : (v < IC(0) ? IC(-1) : IC(0));
+    case U_AFFINE: return v * IC(int(pc.p0)) + IC(int(pc.p1));
 #else
-    case 18: return v > 0u ? 1u : 0u;
-    case 20: return v * pc.p0 + pc.p1;
+    case U_SIGN: return v > 0u ? 1u : 0u;
+    case U_AFFINE: return v * pc.p0 + pc.p1;
 #endif
-    case 8: return v * v;
-    case 13: return v > IC(0) ? v : IC(0);
+    case U_SQR: return v * v;
+    case U_RELU: return v > IC(0) ? v : IC(0);
   }
   return v;  // abs of unsigned, ceil, floor, round
 }
@@ -47,11 +47,11 @@ layout(std430, binding = 0) readonly buffer In { T x[]; };
 layout(std430, binding = 1) writeonly buffer Out { T y[]; };
 
 float apply(uint op, float v) {
-  if (op < 20u) return act_apply(op, v);
+  if (op < U_AFFINE) return act_apply(op, v);
   switch (op) {
-    case 20: return v * ew_p0() + ew_p1();
-    case 21: return pow_(v, ew_p0());
-    case 22: return v >= 0.0 ? v : ew_p0() * expm1_(v);
+    case U_AFFINE: return v * ew_p0() + ew_p1();
+    case U_POWF: return pow_(v, ew_p0());
+    case U_ELU: return v >= 0.0 ? v : ew_p0() * expm1_(v);
   }
   return v;
 }

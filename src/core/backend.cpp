@@ -6,22 +6,62 @@
 namespace candle {
 
 const char* unary_op_name(UnaryOp op) {
-  static const char* names[] = {"neg",  "recip", "exp",   "log",   "sin",      "cos",    "tanh",
-                                "abs",  "sqr",   "sqrt",  "gelu",  "gelu_erf", "erf",    "relu",
-                                "silu", "ceil",  "floor", "round", "sign",     "sigmoid"};
-  return names[static_cast<size_t>(op)];
+  switch (op) {
+    case UnaryOp::Neg: return "neg";
+    case UnaryOp::Recip: return "recip";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Sin: return "sin";
+    case UnaryOp::Cos: return "cos";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Abs: return "abs";
+    case UnaryOp::Sqr: return "sqr";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Gelu: return "gelu";
+    case UnaryOp::GeluErf: return "gelu_erf";
+    case UnaryOp::Erf: return "erf";
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::Silu: return "silu";
+    case UnaryOp::Ceil: return "ceil";
+    case UnaryOp::Floor: return "floor";
+    case UnaryOp::Round: return "round";
+    case UnaryOp::Sign: return "sign";
+    case UnaryOp::Sigmoid: return "sigmoid";
+  }
+  return "unknown";
 }
 const char* binary_op_name(BinaryOp op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
-  return names[static_cast<size_t>(op)];
+  switch (op) {
+    case BinaryOp::Add: return "add";
+    case BinaryOp::Sub: return "sub";
+    case BinaryOp::Mul: return "mul";
+    case BinaryOp::Div: return "div";
+    case BinaryOp::Maximum: return "maximum";
+    case BinaryOp::Minimum: return "minimum";
+    case BinaryOp::Pow: return "pow";
+  }
+  return "unknown";
 }
 const char* cmp_op_name(CmpOp op) {
-  static const char* names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-  return names[static_cast<size_t>(op)];
+  switch (op) {
+    case CmpOp::Eq: return "eq";
+    case CmpOp::Ne: return "ne";
+    case CmpOp::Lt: return "lt";
+    case CmpOp::Le: return "le";
+    case CmpOp::Gt: return "gt";
+    case CmpOp::Ge: return "ge";
+  }
+  return "unknown";
 }
 const char* reduce_op_name(ReduceOp op) {
-  static const char* names[] = {"sum", "min", "max", "argmin", "argmax"};
-  return names[static_cast<size_t>(op)];
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::ArgMin: return "argmin";
+    case ReduceOp::ArgMax: return "argmax";
+  }
+  return "unknown";
 }
 
 namespace {

@@ -85,24 +85,6 @@ void check_conv(const Tensor& x, const Tensor& k, size_t spatial, size_t padding
   }
 }
 
-ParamsConv2D conv2d_params(const Tensor& x, const Tensor& k, size_t padding, size_t stride, size_t dilation,
-                           size_t groups) {
-  ParamsConv2D p{};
-  p.b_size = x.dim(0);
-  p.c_in = x.dim(1);
-  p.i_h = x.dim(2);
-  p.i_w = x.dim(3);
-  p.c_out = k.dim(0);
-  p.k_h = k.dim(2);
-  p.k_w = k.dim(3);
-  p.padding = padding;
-  p.output_padding = 0;
-  p.stride = stride;
-  p.dilation = dilation;
-  p.groups = groups;
-  return p;
-}
-
 // The Tensor method of a unary op (for conv2d_fused's unfused chain).
 Tensor apply_unary(const Tensor& t, UnaryOp op) {
   switch (op) {
@@ -142,27 +124,17 @@ void set_conv_scratch_limit(size_t bytes) {
 Tensor Tensor::conv1d(const Tensor& kernel, size_t padding, size_t stride, size_t dilation,
                       size_t groups) const {
   check_conv(*this, kernel, 1, padding, stride, dilation, groups, "conv1d");
-  ParamsConv1D p{};
-  p.b_size = dim(0);
-  p.c_in = dim(1);
-  p.l_in = dim(2);
-  p.c_out = kernel.dim(0);
-  p.k_size = kernel.dim(2);
-  p.padding = padding;
-  p.output_padding = 0;
-  p.stride = stride;
-  p.dilation = dilation;
-  p.groups = groups;
+  const ParamsConv1D p = ops::grad::make_conv1d_params(*this, kernel, padding, stride, dilation, groups);
   const Shape out{p.b_size, p.c_out, p.l_out()};
   return autograd::record(
       ops::make_result(storage()->conv1d(layout(), *kernel.storage(), kernel.layout(), p), out, dtype(),
                        device()),
       "conv1d",
-      CANDLE_BACKWARD(padding, stride, dilation, groups) {
+      CANDLE_BACKWARD(p) {
         const Tensor& x = in[0];
         const Tensor& w = in[1];
-        if (x.track_op()) gi[0] = autograd::conv1d_grad_input(g, x, w, padding, stride, dilation, groups);
-        if (w.track_op()) gi[1] = autograd::conv1d_grad_kernel(g, x, w, padding, stride, dilation, groups);
+        if (x.track_op()) gi[0] = ops::grad::conv1d_grad_input(g, w, p);
+        if (w.track_op()) gi[1] = ops::grad::conv1d_grad_kernel(x, g, p);
       },
       *this, kernel);
 }
@@ -211,7 +183,7 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
     ep.bias = bias->storage().get();
     ep.bias_layout = bias->layout();
   }
-  const ParamsConv2D p = conv2d_params(*this, kernel, padding, stride, dilation, groups);
+  const ParamsConv2D p = ops::grad::make_conv2d_params(*this, kernel, padding, stride, dilation, groups);
   const Shape out{p.b_size, p.c_out, p.out_h(), p.out_w()};
   Tensor y = ops::make_result(storage()->conv2d(layout(), *kernel.storage(), kernel.layout(), p, ep), out,
                               dtype(), device());
@@ -220,7 +192,7 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
     // from the output (relu(z) > 0 exactly where z > 0), the bias gradient from a per-channel
     // sum (ops::grad::conv_bias_grad), then the conv's own gradients
     const bool relu = activation.has_value();
-    auto backward = CANDLE_BACKWARD(padding, stride, dilation, groups, relu) {
+    auto backward = CANDLE_BACKWARD(p, relu) {
       const Tensor& x = in[0];
       const Tensor& w = in[1];
       Tensor gz = g;
@@ -228,8 +200,8 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
         Tensor zero = Tensor::zeros(Shape{}, g.dtype(), g.device()).broadcast_as(g.shape());
         gz = out.gt(Scalar(0.0)).where_cond(g, zero);
       }
-      if (x.track_op()) gi[0] = autograd::conv2d_grad_input(gz, x, w, padding, stride, dilation, groups);
-      if (w.track_op()) gi[1] = autograd::conv2d_grad_kernel(gz, x, w, padding, stride, dilation, groups);
+      if (x.track_op()) gi[0] = ops::grad::conv2d_grad_input(gz, w, p);
+      if (w.track_op()) gi[1] = ops::grad::conv2d_grad_kernel(x, gz, p);
       if (in.size() > 2 && in[2].track_op()) gi[2] = ops::grad::conv_bias_grad(gz);
     };
     if (bias) return autograd::record(std::move(y), op, std::move(backward), *this, kernel, *bias);
@@ -237,11 +209,11 @@ Tensor Tensor::conv2d_fused(const Tensor& kernel, const std::optional<Tensor>& b
   }
   return autograd::record(
       std::move(y), "conv2d",
-      CANDLE_BACKWARD(padding, stride, dilation, groups) {
+      CANDLE_BACKWARD(p) {
         const Tensor& x = in[0];
         const Tensor& w = in[1];
-        if (x.track_op()) gi[0] = autograd::conv2d_grad_input(g, x, w, padding, stride, dilation, groups);
-        if (w.track_op()) gi[1] = autograd::conv2d_grad_kernel(g, x, w, padding, stride, dilation, groups);
+        if (x.track_op()) gi[0] = ops::grad::conv2d_grad_input(g, w, p);
+        if (w.track_op()) gi[1] = ops::grad::conv2d_grad_kernel(x, g, p);
       },
       *this, kernel);
 }

@@ -1,4 +1,4 @@
-// The backward passes of the convolution, pooling and resizing ops, one small function each,
+// The backward passes of the pooling and resizing ops, one small function each,
 // written with existing (deterministic) ops. Internal: the op files in src/ops record nodes
 // that call these; faster dedicated kernels can replace a body without touching the callers.
 #pragma once
@@ -9,24 +9,6 @@
 #include "candle/tensor.h"
 
 namespace candle::autograd {
-
-// g: the output gradient; x, w: the forward input and kernel; the rest: the forward's arguments.
-Tensor conv1d_grad_input(const Tensor& g, const Tensor& x, const Tensor& w, size_t padding, size_t stride,
-                         size_t dilation, size_t groups);
-Tensor conv1d_grad_kernel(const Tensor& g, const Tensor& x, const Tensor& w, size_t padding, size_t stride,
-                          size_t dilation, size_t groups);
-Tensor conv2d_grad_input(const Tensor& g, const Tensor& x, const Tensor& w, size_t padding, size_t stride,
-                         size_t dilation, size_t groups);
-Tensor conv2d_grad_kernel(const Tensor& g, const Tensor& x, const Tensor& w, size_t padding, size_t stride,
-                          size_t dilation, size_t groups);
-Tensor conv_transpose1d_grad_input(const Tensor& g, const Tensor& x, const Tensor& w, size_t padding,
-                                   size_t stride, size_t dilation, size_t groups);
-Tensor conv_transpose1d_grad_kernel(const Tensor& g, const Tensor& x, const Tensor& w, size_t padding,
-                                    size_t stride, size_t dilation, size_t groups);
-Tensor conv_transpose2d_grad_input(const Tensor& g, const Tensor& x, const Tensor& w, size_t padding,
-                                   size_t stride, size_t dilation);
-Tensor conv_transpose2d_grad_kernel(const Tensor& g, const Tensor& x, const Tensor& w, size_t padding,
-                                    size_t stride, size_t dilation);
 
 Tensor avg_pool2d_grad(const Tensor& g, const Tensor& x, std::array<size_t, 2> kernel,
                        std::array<size_t, 2> stride);

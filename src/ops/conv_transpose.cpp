@@ -9,6 +9,7 @@
 #include "candle/tensor.h"
 #include "core/backprop_op.h"
 #include "ops/conv_backward.h"
+#include "ops/conv_grad.h"
 #include "ops/op_util.h"
 
 namespace candle {
@@ -73,7 +74,7 @@ Tensor Tensor::conv_transpose1d(const Tensor& kernel, size_t padding, size_t out
   const char* op = "conv_transpose1d";
   check_operands(*this, kernel, 3, op);
   const size_t b = dims()[0], c_in = dims()[1], l_in = dims()[2];
-  const size_t c_out_g = kernel.dims()[1], k = kernel.dims()[2];
+  const size_t k = kernel.dims()[2];
   if (groups == 0 || c_in % groups != 0) {
     conv_error(ErrorKind::ShapeMismatch, op,
                "groups (" + std::to_string(groups) + ") must divide the input channels (" +
@@ -82,7 +83,8 @@ Tensor Tensor::conv_transpose1d(const Tensor& kernel, size_t padding, size_t out
   }
   const size_t l_out =
       transposed_len(op, "length", l_in, k, padding, output_padding, stride, dilation, *this, kernel);
-  ParamsConv1D p{b, l_in, c_out_g * groups, c_in, k, padding, output_padding, stride, dilation, groups};
+  const ParamsConv1D p = ops::grad::make_conv_transpose1d_params(*this, kernel, padding, output_padding,
+                                                                 stride, dilation, groups);
   const Shape out_shape{b, p.c_out, l_out};
   Tensor y =
       out_shape.elem_count() == 0
@@ -91,14 +93,12 @@ Tensor Tensor::conv_transpose1d(const Tensor& kernel, size_t padding, size_t out
                              out_shape, dtype(), device());
   return autograd::record(
       std::move(y), op,
-      CANDLE_BACKWARD(padding, stride, dilation, groups) {
+      CANDLE_BACKWARD(p) {
         const Tensor& x = in[0];
         const Tensor& w = in[1];
         if (g.elem_count() == 0) return;
-        if (x.track_op())
-          gi[0] = autograd::conv_transpose1d_grad_input(g, x, w, padding, stride, dilation, groups);
-        if (w.track_op())
-          gi[1] = autograd::conv_transpose1d_grad_kernel(g, x, w, padding, stride, dilation, groups);
+        if (x.track_op()) gi[0] = ops::grad::conv_transpose1d_grad_input(g, w, p);
+        if (w.track_op()) gi[1] = ops::grad::conv_transpose1d_grad_kernel(x, g, p);
       },
       *this, kernel);
 }
@@ -107,13 +107,14 @@ Tensor Tensor::conv_transpose2d(const Tensor& kernel, size_t padding, size_t out
                                 size_t dilation) const {
   const char* op = "conv_transpose2d";
   check_operands(*this, kernel, 4, op);
-  const size_t b = dims()[0], c_in = dims()[1], i_h = dims()[2], i_w = dims()[3];
+  const size_t b = dims()[0], i_h = dims()[2], i_w = dims()[3];
   const size_t c_out = kernel.dims()[1], k_h = kernel.dims()[2], k_w = kernel.dims()[3];
   const size_t o_h =
       transposed_len(op, "height", i_h, k_h, padding, output_padding, stride, dilation, *this, kernel);
   const size_t o_w =
       transposed_len(op, "width", i_w, k_w, padding, output_padding, stride, dilation, *this, kernel);
-  ParamsConv2D p{b, i_h, i_w, k_h, k_w, c_out, c_in, padding, output_padding, stride, dilation, 1};
+  const ParamsConv2D p =
+      ops::grad::make_conv_transpose2d_params(*this, kernel, padding, output_padding, stride, dilation);
   const Shape out_shape{b, c_out, o_h, o_w};
   Tensor y =
       out_shape.elem_count() == 0
@@ -122,12 +123,12 @@ Tensor Tensor::conv_transpose2d(const Tensor& kernel, size_t padding, size_t out
                              out_shape, dtype(), device());
   return autograd::record(
       std::move(y), op,
-      CANDLE_BACKWARD(padding, stride, dilation) {
+      CANDLE_BACKWARD(p) {
         const Tensor& x = in[0];
         const Tensor& w = in[1];
         if (g.elem_count() == 0) return;
-        if (x.track_op()) gi[0] = autograd::conv_transpose2d_grad_input(g, x, w, padding, stride, dilation);
-        if (w.track_op()) gi[1] = autograd::conv_transpose2d_grad_kernel(g, x, w, padding, stride, dilation);
+        if (x.track_op()) gi[0] = ops::grad::conv_transpose2d_grad_input(g, w, p);
+        if (w.track_op()) gi[1] = ops::grad::conv_transpose2d_grad_kernel(x, g, p);
       },
       *this, kernel);
 }

@@ -3,13 +3,40 @@
 #include <cmath>
 #include <string>
 
+#include "../../kernels/vulkan/op_codes.glsl"
 #include "core/unary_traits.h"
 #include "storage.h"
 
 namespace candle::vk_backend {
 namespace {
 
-constexpr uint32_t kAffine = 20, kPowf = 21, kElu = 22;
+constexpr uint32_t kAffine = U_AFFINE, kPowf = U_POWF, kElu = U_ELU;
+
+// The kernels switch on op_codes.glsl's numbers; the host passes candle's enum values.
+template <typename E>
+constexpr bool same_code(E op, int code) {
+  return static_cast<int>(op) == code;
+}
+static_assert(same_code(UnaryOp::Neg, U_NEG) && same_code(UnaryOp::Recip, U_RECIP) &&
+                  same_code(UnaryOp::Exp, U_EXP) && same_code(UnaryOp::Log, U_LOG) &&
+                  same_code(UnaryOp::Sin, U_SIN) && same_code(UnaryOp::Cos, U_COS) &&
+                  same_code(UnaryOp::Tanh, U_TANH) && same_code(UnaryOp::Abs, U_ABS) &&
+                  same_code(UnaryOp::Sqr, U_SQR) && same_code(UnaryOp::Sqrt, U_SQRT) &&
+                  same_code(UnaryOp::Gelu, U_GELU) && same_code(UnaryOp::GeluErf, U_GELU_ERF) &&
+                  same_code(UnaryOp::Erf, U_ERF) && same_code(UnaryOp::Relu, U_RELU) &&
+                  same_code(UnaryOp::Silu, U_SILU) && same_code(UnaryOp::Ceil, U_CEIL) &&
+                  same_code(UnaryOp::Floor, U_FLOOR) && same_code(UnaryOp::Round, U_ROUND) &&
+                  same_code(UnaryOp::Sign, U_SIGN) && same_code(UnaryOp::Sigmoid, U_SIGMOID) &&
+                  kUnaryOpCount == U_AFFINE,
+              "kernels/vulkan/op_codes.glsl's unary codes must match UnaryOp");
+static_assert(same_code(BinaryOp::Add, B_ADD) && same_code(BinaryOp::Sub, B_SUB) &&
+                  same_code(BinaryOp::Mul, B_MUL) && same_code(BinaryOp::Div, B_DIV) &&
+                  same_code(BinaryOp::Maximum, B_MAXIMUM) && same_code(BinaryOp::Minimum, B_MINIMUM) &&
+                  same_code(BinaryOp::Pow, B_POW),
+              "kernels/vulkan/op_codes.glsl's binary codes must match BinaryOp");
+static_assert(same_code(CmpOp::Eq, C_EQ) && same_code(CmpOp::Ne, C_NE) && same_code(CmpOp::Lt, C_LT) &&
+                  same_code(CmpOp::Le, C_LE) && same_code(CmpOp::Gt, C_GT) && same_code(CmpOp::Ge, C_GE),
+              "kernels/vulkan/op_codes.glsl's cmp codes must match CmpOp");
 
 // unary.comp over (s, l) with op code `op` and parameter bits p0, p1; nullptr when there is
 // no kernel for the dtype (and for integers, an op the CPU refuses or powf/elu: the

@@ -77,7 +77,7 @@ class VulkanStorage final : public BackendStorage {
               size_t dst_o) const override;
   void const_set(const Scalar& v, const Layout& l) override;
 
-  // ops without kernels yet: the CPU round-trip, counted and traced (fallback.cpp)
+  // ops that may take the CPU round-trip for some cases (counted and traced by note_round_trip)
   StoragePtr conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
                     const ParamsConv1D& p) const override;
   StoragePtr conv_transpose1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,

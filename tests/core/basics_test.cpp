@@ -65,6 +65,26 @@ TEST(Tensor, NestedNew) {
   EXPECT_THROW(Tensor::new_({{1.f, 2.f}, {3.f}}, dev), Error);
 }
 
+// candle's to_vec0 reads a rank-0 tensor; any other rank or a wrong dtype is an error.
+TEST(Tensor, ToVec0) {
+  auto dev = Device::cpu();
+  EXPECT_EQ(Tensor::new_(3.5f, dev).to_vec0<float>(), 3.5f);
+  EXPECT_EQ(Tensor::new_<int64_t>({4, 5}, dev).sum_all().to_vec0<int64_t>(), 9);
+  EXPECT_THROW(Tensor::new_<float>({1.f}, dev).to_vec0<float>(), Error);
+  EXPECT_THROW(Tensor::new_(1.0, dev).to_vec0<float>(), Error);
+}
+
+TEST(Tensor, ForceContiguousCopiesAndFortranOrder) {
+  auto dev = Device::cpu();
+  Tensor a = Tensor::new_({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}, dev);
+  Tensor f = a.force_contiguous();
+  EXPECT_NE(f.storage().get(), a.storage().get());
+  EXPECT_EQ(f.to_vec2<float>(), a.to_vec2<float>());
+  EXPECT_TRUE(a.t().is_fortran_contiguous());
+  EXPECT_FALSE(a.t().is_contiguous());
+  EXPECT_TRUE(a.t().force_contiguous().is_contiguous());
+}
+
 TEST(Tensor, ZerosOnesFull) {
   auto dev = Device::cpu();
   EXPECT_EQ(Tensor::zeros({2, 2}, DType::F32, dev).flatten_to_vec<float>(), std::vector<float>(4, 0.f));

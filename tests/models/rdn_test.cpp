@@ -23,21 +23,6 @@ using candle::models::Rdn;
 
 const std::string kModels = std::string(CANDLE_TEST_DATA_DIR) + "/../../models/esrgan-slim/";
 
-// conv2d may still be a placeholder in a tree without the conv family.
-bool conv2d_missing() {
-  try {
-    Tensor x = Tensor::ones({1, 1, 3, 3}, DType::F32, Device::cpu());
-    x.conv2d(x, 1, 1, 1, 1);
-    return false;
-  } catch (const Error& e) {
-    return e.kind() == ErrorKind::UnsupportedOp &&
-           e.message().find("not implemented yet") != std::string::npos;
-  }
-}
-
-#define SKIP_WITHOUT_CONV2D() \
-  if (conv2d_missing()) GTEST_SKIP() << "Tensor::conv2d throws \"not implemented yet\" in this tree"
-
 float max_abs_diff(const Tensor& a, const Tensor& b) {
   auto x = a.flatten_to_vec<float>(), y = b.flatten_to_vec<float>();
   EXPECT_EQ(x.size(), y.size());
@@ -104,18 +89,9 @@ void check_sample(size_t s) {
   EXPECT_LE(max_abs_diff(got, want), 1.0f);
 }
 
-TEST(RdnModel, MatchesUpscalerJsSampleX2) {
-  SKIP_WITHOUT_CONV2D();
-  check_sample(2);
-}
-TEST(RdnModel, MatchesUpscalerJsSampleX3) {
-  SKIP_WITHOUT_CONV2D();
-  check_sample(3);
-}
-TEST(RdnModel, MatchesUpscalerJsSampleX4) {
-  SKIP_WITHOUT_CONV2D();
-  check_sample(4);
-}
+TEST(RdnModel, MatchesUpscalerJsSampleX2) { check_sample(2); }
+TEST(RdnModel, MatchesUpscalerJsSampleX3) { check_sample(3); }
+TEST(RdnModel, MatchesUpscalerJsSampleX4) { check_sample(4); }
 
 // Built from Vars, the network is trainable: the upsample stays unfused (the phase conv's weights
 // are derived values) and every weight, the SR conv after the upsample included, gets a gradient.
@@ -138,7 +114,6 @@ TEST(RdnModel, BuiltFromVarsEveryWeightGetsAGradient) {
 }
 
 TEST(RdnModel, ForwardClampsAndRounds) {
-  SKIP_WITHOUT_CONV2D();
   Rdn net = Rdn::load(kModels + "x2.safetensors", Device::cpu());
   Tensor in = test_models::load_rgb(kModels + "fixture.png").narrow(2, 0, 24).narrow(3, 0, 20);
   Tensor raw = net.forward_raw(in), out = net.forward(in);
@@ -149,7 +124,6 @@ TEST(RdnModel, ForwardClampsAndRounds) {
 }
 
 TEST(RdnModel, TiledEqualsUntiledX2) {
-  SKIP_WITHOUT_CONV2D();
   Rdn net = Rdn::load(kModels + "x2.safetensors", Device::cpu());
   Tensor in = test_models::load_rgb(kModels + "fixture.png");
   Tensor whole = net.forward(in);
@@ -164,7 +138,6 @@ TEST(RdnModel, TiledEqualsUntiledX2) {
 }
 
 TEST(RdnModel, TiledEqualsUntiledX3OddSizes) {
-  SKIP_WITHOUT_CONV2D();
   Rdn net = Rdn::load(kModels + "x3.safetensors", Device::cpu());
   // a 83 x 101 crop at an odd offset: odd image and tile sizes, unaligned image edges
   Tensor in = test_models::load_rgb(kModels + "fixture.png").narrow(2, 5, 83).narrow(3, 17, 101).contiguous();
@@ -207,7 +180,6 @@ TEST(RdnModel, FusedUpsampleConvMatchesUpsampleThenConv) {
 }
 
 TEST(RdnModel, TiledEqualsUntiledTinyImage) {
-  SKIP_WITHOUT_CONV2D();
   Rdn net = Rdn::load(kModels + "x4.safetensors", Device::cpu());
   Tensor in = test_models::load_rgb(kModels + "fixture.png").narrow(2, 60, 5).narrow(3, 70, 7).contiguous();
   Tensor whole = net.forward(in);

@@ -29,17 +29,6 @@ using json = nlohmann::json;
 using namespace candle;
 using candle::models::Rdn;
 
-bool conv2d_missing() {
-  try {
-    Tensor x = Tensor::ones({1, 1, 3, 3}, DType::F32, Device::cpu());
-    x.conv2d(x, 1, 1, 1, 1);
-    return false;
-  } catch (const Error& e) {
-    return e.kind() == ErrorKind::UnsupportedOp &&
-           e.message().find("not implemented yet") != std::string::npos;
-  }
-}
-
 // A synthetic RDN-like model: in(3) -> c1 3x3 same relu (4) -> concat(in, c1) (7)
 // -> c2 1x1 valid (3) -> add(c2, in) -> up x2 -> c3 3x3 same (3) -> act relu.
 struct Synth {
@@ -239,7 +228,6 @@ TEST(TfjsConvert, SafetensorsFileRoundTripBuildsTheNetwork) {
   EXPECT_EQ(net.num_convs(), 3u);
   // c1 (1) + c2 (0) before the upsampling, c3 (1 output pixel = half an input pixel) after
   EXPECT_EQ(net.receptive_radius(), 2u);
-  if (conv2d_missing()) GTEST_SKIP() << "Tensor::conv2d throws \"not implemented yet\" in this tree";
   const size_t h = 9, w = 11;
   std::vector<float> img = values(3 * h * w, 7);
   for (auto& x : img) x = (x + 0.5f) * 255.0f;
@@ -409,7 +397,6 @@ TEST(UpscaleProgram, WrongWeightShapeIsReported) {
 TEST(UpscaleProgram, ExistingOutputIsReplacedWhole) {
   fs::path exe = program("candle-upscale");
   if (exe.empty()) GTEST_SKIP() << "candle-upscale is not built (CANDLE_BUILD_EXAMPLES=OFF)";
-  if (conv2d_missing()) GTEST_SKIP() << "Tensor::conv2d throws \"not implemented yet\" in this tree";
   fs::path dir = temp_dir("cli_ok");
   fs::create_directories(dir);
   const std::string out = (dir / "small_x2.png").string();
@@ -445,7 +432,6 @@ TEST(UpscaleProgram, MissingScaleOfABundledModelGivesOneLineAndExitCode1) {
 TEST(UpscaleProgram, OutputMatchesUpscalerJsSampleX2) {
   fs::path exe = program("candle-upscale");
   if (exe.empty()) GTEST_SKIP() << "candle-upscale is not built (CANDLE_BUILD_EXAMPLES=OFF)";
-  if (conv2d_missing()) GTEST_SKIP() << "Tensor::conv2d throws \"not implemented yet\" in this tree";
   fs::path dir = temp_dir("cli_sample");
   fs::create_directories(dir);
   const std::string models = std::string(CANDLE_TEST_DATA_DIR) + "/../../models/esrgan-slim/";

@@ -28,18 +28,6 @@ inline Tensor rand_f32(const Shape& shape, uint64_t seed) {
   return Tensor::rand(0.0, 1.0, shape, DType::F32, dev);
 }
 
-// Runs fn and reports whether it threw "not implemented yet" (ops other helpers are finishing).
-template <typename Fn>
-bool not_implemented_yet(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (std::string(e.what()).find("not implemented yet") != std::string::npos) return true;
-    throw;
-  }
-  return false;
-}
-
 inline std::string error_text(const std::function<void()>& fn) {
   try {
     fn();

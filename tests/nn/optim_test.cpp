@@ -12,7 +12,6 @@
 #include "nn/optim_detail.h"
 
 using namespace candle;
-using candle::nn_test::not_implemented_yet;
 
 namespace {
 
@@ -21,12 +20,6 @@ Var var_of(std::initializer_list<float> v) { return Var::from_tensor(Tensor::new
 void expect_near_vec(const std::vector<float>& got, const std::vector<float>& want, float tol) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
-}
-
-// Whether Tensor::backward() is still the placeholder (the autograd engine lands separately).
-bool backward_missing() {
-  Var x = var_of({1.f});
-  return not_implemented_yet([&] { (x.as_tensor() * 2.0).sum_all().backward(); });
 }
 
 // y = 3 x1 + x2 - 2 on candle's four samples.
@@ -45,7 +38,6 @@ struct Regression {
 // ---- candle-nn/tests/optim.rs (autograd) ----------------------------------------------------
 
 TEST(NnOptim, CandleSgdOptim) {
-  if (backward_missing()) GTEST_SKIP() << "Tensor::backward not implemented yet";
   Var x = Var::from_tensor(Tensor::new_<float>(0.f, Device::cpu()));
   nn::SGD sgd({x}, 0.1);
   const Tensor& xt = x.as_tensor();
@@ -57,7 +49,6 @@ TEST(NnOptim, CandleSgdOptim) {
 }
 
 TEST(NnOptim, CandleSgdLinearRegression) {
-  if (backward_missing()) GTEST_SKIP() << "Tensor::backward not implemented yet";
   Regression r;
   Device dev = Device::cpu();
   Var w = Var::zeros({1, 2}, DType::F32, dev);
@@ -74,7 +65,6 @@ TEST(NnOptim, CandleSgdLinearRegression) {
 }
 
 TEST(NnOptim, CandleAdamWLinearRegression) {
-  if (backward_missing()) GTEST_SKIP() << "Tensor::backward not implemented yet";
   Regression r;
   Device dev = Device::cpu();
   Var w = Var::zeros({1, 2}, DType::F32, dev);
