@@ -28,7 +28,7 @@ void gemm_builtin(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b
                   bool accumulate);
 void gemm_builtin(size_t m, size_t n, size_t k, MatRef<double> a, MatRef<double> b, double* c, size_t ldc,
                   bool accumulate);
-// The micro-kernels the built-in GEMM uses for f32 at cpu_isa(), e.g. "avx2 6x16+4x24".
+// The micro-kernels the built-in GEMM uses for f32 at cpu_isa(), e.g. "avx2 4x24+6x16".
 const char* gemm_builtin_kernel_name();
 
 // The instruction sets of the built-in GEMM's kernels, lowest first (Sse: the 128-bit kernel,
@@ -68,7 +68,7 @@ template <typename T>
 struct PackedA {
   size_t m = 0, k = 0;
   CpuIsa isa = CpuIsa::Sse;
-  std::vector<T> data;
+  std::vector<std::vector<T>> data;  // one layout per micro-kernel of the ISA
 };
 PackedA<float> pack_a(size_t m, size_t k, MatRef<float> a);
 PackedA<double> pack_a(size_t m, size_t k, MatRef<double> a);
