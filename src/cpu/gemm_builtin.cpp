@@ -154,8 +154,11 @@ template <typename T, size_t MR, size_t NR, size_t VB>
     return;
   }
   // a partial tile: the same sums, of which only the real rows and columns are stored
+  // (unrolled: with variable indices acc would live on the stack, costing every call a spill)
   alignas(64) T tile[MR * NR];
+#pragma GCC unroll 16
   for (size_t i = 0; i < MR; ++i)
+#pragma GCC unroll 16
     for (size_t v = 0; v < NV; ++v) std::memcpy(tile + i * NR + v * L, &acc[i][v], VB);
   for (size_t i = 0; i < mr; ++i) {
     T* crow = c + i * ldc;
