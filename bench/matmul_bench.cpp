@@ -43,6 +43,32 @@ void BM_gemm_builtin_f32(benchmark::State& state) {
   state.SetLabel(std::string("builtin ") + candle::cpu::gemm_builtin_kernel_name());
 }
 
+// One conv-sized GEMM on the calling thread (conv workers each run serial GEMMs): the
+// built-in kernel (what convs use) beside cpu::gemm (OpenBLAS when built in).
+// Args: m (c_out), n (output positions per block), k (c_in * kh * kw), which: 0 cpu::gemm,
+// 1 the built-in GEMM with A packed once (as the convolutions call it).
+void BM_gemm_conv(benchmark::State& state) {
+  const size_t m = size_t(state.range(0)), n = size_t(state.range(1)), k = size_t(state.range(2));
+  const bool builtin = state.range(3) != 0;
+  std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f), c(m * n);
+  const size_t threads = candle::get_num_threads();
+  candle::set_num_threads(1);
+  const auto packed = candle::cpu::pack_a(m, k, {a.data(), k, 1});
+  for (auto _ : state) {
+    if (builtin)
+      candle::cpu::gemm_tile_exact(packed, n, {b.data(), n, 1}, c.data(), n, false);
+    else
+      candle::cpu::gemm(m, n, k, {a.data(), k, 1}, {b.data(), n, 1}, c.data(), n, false);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  candle::set_num_threads(threads);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(m) * double(n) * double(k),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(builtin ? std::string("builtin ") + candle::cpu::gemm_builtin_kernel_name()
+                         : candle::blas_name());
+}
+
 BENCHMARK_CAPTURE(BM_matmul, f32, DType::F32)
     ->Arg(1024)
     ->Arg(2048)
@@ -62,6 +88,17 @@ BENCHMARK_CAPTURE(BM_matmul, bf16, DType::BF16)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_gemm_builtin_f32)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+// im2col 3x3 64->64 and 5x5 64->64 blocks, Winograd 64->64 and 192->64 blocks, 1x1 256->64 and 68->64
+BENCHMARK(BM_gemm_conv)
+    ->ArgsProduct({{64}, {227}, {576}, {0, 1}})
+    ->ArgsProduct({{64}, {128}, {1600}, {0, 1}})
+    ->ArgsProduct({{64}, {512}, {64}, {0, 1}})
+    ->ArgsProduct({{64}, {256}, {192}, {0, 1}})
+    ->ArgsProduct({{64}, {1024}, {256}, {0, 1}})
+    ->ArgsProduct({{64}, {1024}, {68}, {0, 1}})
+    ->ArgsProduct({{192}, {512}, {288}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 

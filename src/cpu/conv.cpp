@@ -99,6 +99,11 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
       std::max<size_t>(1, std::min({get_num_threads(), ntasks, std::max<size_t>(1, limit / worker_bytes)}));
   if (double(g.b) * double(g.c_out) * double(ohw) * double(kdim) < kParallelMacs) workers = 1;
 
+  // each group's kernel packed once for all its blocks
+  std::vector<PackedA<A>> packed(g.groups);
+  for (size_t grp = 0; grp < g.groups; ++grp)
+    packed[grp] = pack_a(cout_g, kdim, MatRef<A>{ker + grp * cout_g * kdim, kdim, 1});
+
   parallel_for(workers, 1, [&](size_t w0, size_t w1) {
     ConvScratch<A> s;
     if (need_panel) s.panel.reset(new A[kdim * cols]);
@@ -120,10 +125,8 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
         T* out_blk = out + (bi * g.c_out + co0) * ohw + p0;
         A* c = direct_out ? reinterpret_cast<A*>(out_blk) : s.tile.get();
         const size_t ldc = direct_out ? ohw : n;
-        if constexpr (std::is_same_v<A, float>)
-          gemm_tile_exact(cout_g, n, kdim, MatRef<A>{ker + co0 * kdim, kdim, 1}, bmat, c, ldc, false);
-        else
-          gemm(cout_g, n, kdim, MatRef<A>{ker + co0 * kdim, kdim, 1}, bmat, c, ldc, false);
+        // an output's bits must not depend on the block it falls in
+        gemm_tile_exact(packed[grp], n, bmat, c, ldc, false);
         for (size_t co = 0; co < cout_g; ++co) {
           A* row = c + co * ldc;
           epilogue(row, n, bias ? bias[co0 + co] : A(0), bias != nullptr, act);
@@ -156,6 +159,7 @@ bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* b
   nblocks = (g.b + ipb - 1) / ipb;
   size_t workers = std::min(get_num_threads(), nblocks);
   if (double(g.b) * double(cout) * double(ohw) * double(kdim) < kParallelMacs) workers = 1;
+  const PackedA<T> packed = pack_a(cout, kdim, MatRef<T>{ker, kdim, 1});
   parallel_for(workers, 1, [&](size_t w0, size_t w1) {
     std::unique_ptr<T[]> panel(new T[kdim * ipb * ohw]), tile(new T[cout * ipb * ohw]);
     for (size_t w = w0; w < w1; ++w) {
@@ -163,11 +167,7 @@ bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* b
         const size_t b0 = blk * ipb, nb = std::min(ipb, g.b - b0), n = nb * ohw;
         for (size_t i = 0; i < nb; ++i)
           im2col(g, in + (b0 + i) * g.c_in * ihw, 0, ohw, panel.get() + i * ohw, n);
-        if constexpr (std::is_same_v<T, float>)
-          gemm_tile_exact(cout, n, kdim, MatRef<T>{ker, kdim, 1}, MatRef<T>{panel.get(), n, 1}, tile.get(), n,
-                          false);
-        else
-          gemm(cout, n, kdim, MatRef<T>{ker, kdim, 1}, MatRef<T>{panel.get(), n, 1}, tile.get(), n, false);
+        gemm_tile_exact(packed, n, MatRef<T>{panel.get(), n, 1}, tile.get(), n, false);
         for (size_t i = 0; i < nb; ++i) {
           for (size_t co = 0; co < cout; ++co) {
             T* dst = out + ((b0 + i) * cout + co) * ohw;

@@ -145,7 +145,7 @@ void grad_kernel_run(const ConvGeom& g, const C* x, const C* gy, C* dw) {
         a = {apack, n, 1};
         b = {panel, 1, n};
       }
-      gemm(cout_g, kdim, n, a, b, out, kdim, u != u0);
+      gemm_tile_exact(cout_g, kdim, n, a, b, out, kdim, u != u0);
     }
   };
   if (macs < kParallelMacs || tasks == 1) {
@@ -194,7 +194,8 @@ void grad_input_run(const ConvGeom& g, const C* gy, const C* w, C* dx) {
           for (size_t co = 0; co < g.c_out; ++co)
             std::memcpy(apack.get() + co * n + i * ohw, gy + ((b0 + i) * g.c_out + co) * ohw,
                         ohw * sizeof(C));
-        gemm(kdim, n, g.c_out, MatRef<C>{w, 1, kdim}, MatRef<C>{apack.get(), n, 1}, panel.get(), n, false);
+        gemm_tile_exact(kdim, n, g.c_out, MatRef<C>{w, 1, kdim}, MatRef<C>{apack.get(), n, 1}, panel.get(), n,
+                        false);
         for (size_t i = 0; i < nb; ++i) {
           C* dx_i = dx + (b0 + i) * g.c_in * ihw;
           std::fill(dx_i, dx_i + g.c_in * ihw, C(0));
@@ -215,7 +216,7 @@ void grad_input_run(const ConvGeom& g, const C* gy, const C* w, C* dx) {
     for (size_t blk = 0; blk < nblocks; ++blk) {
       const size_t p0 = blk * cols, p1 = std::min(ohw, p0 + cols), n = p1 - p0;
       MatRef<C> b{gy + (bi * g.c_out + grp * cout_g) * ohw + p0, ohw, 1};
-      gemm(kdim, n, cout_g, a, b, panel, n, false);
+      gemm_tile_exact(kdim, n, cout_g, a, b, panel, n, false);
       const size_t cgrain =
           inner_parallel ? kParallelGrain / std::max<size_t>(g.kh * g.kw * n, 1) + 1 : cin_g;
       parallel_for(cin_g, cgrain, [&](size_t c0, size_t c1) { col2im(g, panel, p0, p1, n, c0, c1, dx_g); });

@@ -226,7 +226,7 @@ struct Job {
     const size_t m = g.m(), k = g.cin_g, n = (y1 - y0) * nw;
     MatRef<C> a{w + gi * k * m, 1, m};
     MatRef<C> b{x + ((bi * g.c_in() + gi * k) * g.ih + y0) * g.iw + x0, g.ih * g.iw, 1};
-    gemm(m, n, k, a, b, cols, n, false);
+    gemm_tile_exact(m, n, k, a, b, cols, n, false);
     scatter(bi, gi, cols, y0, y1, x0, nw);
   }
 

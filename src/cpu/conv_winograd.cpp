@@ -222,12 +222,6 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
   // block of tiles: a rectangle of rows x cols tiles, about kWinogradBlockBytes of panels
   const size_t per_tile = kXi * (kc + cout) * sizeof(float);
   size_t target = std::clamp<size_t>(kWinogradBlockBytes / per_tile, 16, 512);
-  // Each output must get the same bits whatever block it falls in (an image tile then gives the
-  // whole image's bits). Layers whose blocks are below twice OpenBLAS's small-matrix size use
-  // the built-in GEMM for every block (its rounding depends on neither n nor the column; at
-  // these sizes it measured as fast or faster: 5x5 64->64 at 512², 220 -> 204 ms); the others
-  // gemm_tile_exact (a short last block is widened with zero columns).
-  const bool builtin = double(cout) * double(kc) * double(target) <= double(1 << 21);
   const size_t limit = conv_scratch_limit();
   target = std::max<size_t>(1, std::min(target, limit / per_tile));
   if (target < 4) return false;  // the cap leaves no room for useful blocks
@@ -245,6 +239,10 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
 
   std::vector<float> u(kXi * cout * kc);
   transform_kernel(ker, cout, cin, g.kh, u.data());
+  // the 36 GEMMs' A operands, packed once for all blocks
+  std::vector<PackedA<float>> up(kXi);
+  for (size_t xi = 0; xi < kXi; ++xi)
+    up[xi] = pack_a(cout, kc, MatRef<float>{u.data() + xi * cout * kc, kc, 1});
   const size_t ihw = g.ih * g.iw, ohw = g.oh * g.ow;
 
   parallel_for(workers, 1, [&](size_t w0, size_t w1) {
@@ -260,11 +258,10 @@ bool conv2d_winograd_f32(const ConvGeom& g, const float* in, const float* ker, c
                           sub * cin, kc, v.get());
         }
         for (size_t xi = 0; xi < kXi; ++xi) {
-          const MatRef<float> a{u.data() + xi * cout * kc, kc, 1}, b{v.get() + xi * kc * t, t, 1};
-          if (builtin)
-            gemm_builtin(cout, t, kc, a, b, m.get() + xi * cout * t, t, false);
-          else
-            gemm_tile_exact(cout, t, kc, a, b, m.get() + xi * cout * t, t, false);
+          const MatRef<float> b{v.get() + xi * kc * t, t, 1};
+          // an output's bits must not depend on the block it falls in (an image tile then
+          // gives the whole image's bits)
+          gemm_tile_exact(up[xi], t, b, m.get() + xi * cout * t, t, false);
         }
         float* img_out = out + bi * cout * ohw;
         transform_output(g, m.get(), ty0, ty1, tx0, tx1, img_out);

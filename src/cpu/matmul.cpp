@@ -392,27 +392,6 @@ void gemm(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float*
   gemm_builtin(m, n, k, a, b, c, ldc, accumulate);
 }
 
-void gemm_tile_exact(size_t m, size_t n, size_t k, MatRef<float> a, MatRef<float> b, float* c, size_t ldc,
-                     bool accumulate) {
-#ifdef CANDLE_HAVE_OPENBLAS
-  // above OpenBLAS's small-matrix limit (m*n*k <= 10^6) with a margin
-  constexpr double kLargeMnk = double(1 << 20);
-  const double mk = double(m) * double(k);
-  if (use_openblas() && m > 0 && k > 0 && mk * double(n) <= kLargeMnk) {
-    const size_t wide = (static_cast<size_t>(kLargeMnk / mk) + 16) / 16 * 16;  // > kLargeMnk / mk
-    std::unique_ptr<float[]> bw(new float[k * wide]()), cw(new float[m * wide]);
-    for (size_t i = 0; i < k; ++i)
-      for (size_t j = 0; j < n; ++j) bw[i * wide + j] = b.p[i * b.rs + j * b.cs];
-    if (accumulate)
-      for (size_t i = 0; i < m; ++i) std::memcpy(cw.get() + i * wide, c + i * ldc, n * sizeof(float));
-    gemm_openblas(m, wide, k, a, MatRef<float>{bw.get(), wide, 1}, cw.get(), wide, accumulate);
-    for (size_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, cw.get() + i * wide, n * sizeof(float));
-    return;
-  }
-#endif
-  gemm(m, n, k, a, b, c, ldc, accumulate);
-}
-
 void gemm(size_t m, size_t n, size_t k, MatRef<double> a, MatRef<double> b, double* c, size_t ldc,
           bool accumulate) {
 #ifdef CANDLE_HAVE_OPENBLAS

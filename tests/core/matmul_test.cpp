@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -715,6 +716,142 @@ TEST(MatmulFirstCall, GemmTileExactDoesNotDependOnTheColumnCount) {
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) diff_b += std::memcmp(&cb[i * n + j], &rb[i * nmax + off + j], 4) != 0;
       EXPECT_EQ(diff_b, 0u) << "built-in GEMM, n " << n << " offset " << off;
+    }
+  }
+}
+
+// ---- the built-in GEMM's bits per ISA ------------------------------------------------------
+
+namespace {
+// The ISAs this CPU runs, each made current in turn (restored to the default afterwards).
+std::vector<cpu::CpuIsa> supported_isas() {
+  std::vector<cpu::CpuIsa> v;
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::Sse, cpu::CpuIsa::Avx2, cpu::CpuIsa::Avx512})
+    if (cpu::cpu_isa_supported(isa)) v.push_back(isa);
+  return v;
+}
+
+struct IsaRestore {
+  cpu::CpuIsa saved = cpu::cpu_isa();
+  ~IsaRestore() { cpu::set_cpu_isa(saved); }
+};
+}  // namespace
+
+// What convolutions rely on (tiled == untiled): element (i, j) of C depends only on row i of A,
+// column j of B and k. Sub-products (rows [r0, r0 + m), columns [off, off + n)) must equal the
+// full product's block bit for bit, for every kernel path: row counts that pick different
+// micro-kernels and partial edge tiles, k over several K panels, accumulate, a packed A, and
+// 1 vs 3 threads.
+template <typename T>
+void expect_sub_products_same_bits() {
+  IsaRestore restore;
+  const size_t mmax = 70, nmax = 300;
+  auto conv = [](const std::vector<float>& v) { return std::vector<T>(v.begin(), v.end()); };
+  for (cpu::CpuIsa isa : supported_isas()) {
+    cpu::set_cpu_isa(isa);
+    for (size_t k : {1, 64, 257, 600}) {
+      auto a = conv(rand_vec(mmax * k, uint32_t(k))), b = conv(rand_vec(k * nmax, uint32_t(k + 1))),
+           c0 = conv(rand_vec(mmax * nmax, 5));
+      for (bool acc : {false, true}) {
+        std::vector<T> ref = c0;
+        set_num_threads(3);
+        cpu::gemm_tile_exact(mmax, nmax, k, {a.data(), k, 1}, {b.data(), nmax, 1}, ref.data(), nmax, acc);
+        set_num_threads(1);
+        for (size_t m : {1, 3, 4, 6, 7, 8, 13, 32, 64}) {
+          const size_t r0 = mmax - m;  // the last rows: a sub-block that does not start at 0
+          const cpu::PackedA<T> pa = cpu::pack_a(m, k, {a.data() + r0 * k, k, 1});
+          for (size_t off : {0, 3, 17}) {
+            for (size_t n : {1, 5, 16, 31, 200}) {
+              std::vector<T> c(m * n), cp(m * n);
+              for (size_t i = 0; i < m; ++i)
+                for (size_t j = 0; j < n; ++j) c[i * n + j] = cp[i * n + j] = c0[(r0 + i) * nmax + off + j];
+              const cpu::MatRef<T> bs{b.data() + off, nmax, 1};
+              cpu::gemm_tile_exact(m, n, k, {a.data() + r0 * k, k, 1}, bs, c.data(), n, acc);
+              cpu::gemm_tile_exact(pa, n, bs, cp.data(), n, acc);
+              size_t diff = 0, diff_p = 0;
+              for (size_t i = 0; i < m; ++i)
+                for (size_t j = 0; j < n; ++j) {
+                  diff += std::memcmp(&c[i * n + j], &ref[(r0 + i) * nmax + off + j], sizeof(T)) != 0;
+                  diff_p += std::memcmp(&cp[i * n + j], &ref[(r0 + i) * nmax + off + j], sizeof(T)) != 0;
+                }
+              ASSERT_EQ(diff, 0u) << cpu::cpu_isa_name(isa) << " m " << m << " n " << n << " k " << k
+                                  << " off " << off << " acc " << acc;
+              ASSERT_EQ(diff_p, 0u) << "packed A, " << cpu::cpu_isa_name(isa) << " m " << m << " n " << n
+                                    << " k " << k << " off " << off << " acc " << acc;
+            }
+          }
+        }
+      }
+    }
+  }
+  set_num_threads(0);
+}
+
+TEST(GemmTileExact, EveryIsaEveryKernelPathSameBitsF32) { expect_sub_products_same_bits<float>(); }
+TEST(GemmTileExact, EveryIsaEveryKernelPathSameBitsF64) { expect_sub_products_same_bits<double>(); }
+
+// Transposed and strided operands go through other packing paths: same bits as dense ones.
+TEST(GemmTileExact, EveryIsaOperandLayoutsSameBits) {
+  IsaRestore restore;
+  const size_t m = 29, n = 45, k = 300;
+  auto a = rand_vec(m * k, 11), b = rand_vec(k * n, 12);
+  std::vector<float> at(k * m), bt(n * k), bw(k * 2 * n);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t p = 0; p < k; ++p) at[p * m + i] = a[i * k + p];
+  for (size_t p = 0; p < k; ++p)
+    for (size_t j = 0; j < n; ++j) bt[j * k + p] = bw[p * 2 * n + 2 * j] = b[p * n + j];
+  for (cpu::CpuIsa isa : supported_isas()) {
+    cpu::set_cpu_isa(isa);
+    std::vector<float> ref(m * n), c1(m * n), c2(m * n);
+    cpu::gemm_tile_exact(m, n, k, {a.data(), k, 1}, {b.data(), n, 1}, ref.data(), n, false);
+    cpu::gemm_tile_exact(m, n, k, {at.data(), 1, m}, {bt.data(), 1, k}, c1.data(), n, false);
+    cpu::gemm_tile_exact(m, n, k, {at.data(), 1, m}, {bw.data(), 2 * n, 2}, c2.data(), n, false);
+    EXPECT_EQ(std::memcmp(ref.data(), c1.data(), ref.size() * 4), 0)
+        << cpu::cpu_isa_name(isa) << " transposed";
+    EXPECT_EQ(std::memcmp(ref.data(), c2.data(), ref.size() * 4), 0) << cpu::cpu_isa_name(isa) << " strided";
+  }
+}
+
+TEST(GemmTileExact, IsaSelection) {
+  IsaRestore restore;
+  EXPECT_TRUE(cpu::cpu_isa_supported(cpu::CpuIsa::Sse));
+  EXPECT_TRUE(cpu::cpu_isa_supported(cpu::cpu_isa()));
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::Sse, cpu::CpuIsa::Avx2, cpu::CpuIsa::Avx512}) {
+    if (cpu::cpu_isa_supported(isa)) {
+      cpu::set_cpu_isa(isa);
+      EXPECT_EQ(cpu::cpu_isa(), isa);
+      EXPECT_EQ(std::string(cpu::gemm_builtin_kernel_name()).rfind(cpu::cpu_isa_name(isa), 0), 0u)
+          << cpu::gemm_builtin_kernel_name();
+    } else {
+      EXPECT_THROW(cpu::set_cpu_isa(isa), Error) << cpu::cpu_isa_name(isa);
+    }
+  }
+  // the default: CANDLE_CPU_ISA when set (tools/ci-isa-check.sh), else the best this CPU has
+  if (const char* env = std::getenv("CANDLE_CPU_ISA")) {
+    EXPECT_STREQ(cpu::cpu_isa_name(restore.saved), env);
+  } else {
+    cpu::CpuIsa best = cpu::CpuIsa::Sse;
+    for (cpu::CpuIsa isa : supported_isas()) best = isa;
+    EXPECT_EQ(restore.saved, best);
+  }
+}
+
+// The ISAs differ in their bits (FMA or not), but every one computes the product.
+TEST(GemmTileExact, EveryIsaAgainstNaive) {
+  IsaRestore restore;
+  const size_t m = 37, n = 53, k = 700;
+  auto a = rand_vec(m * k, 21), b = rand_vec(k * n, 22);
+  auto want = naive(a, b, 1, m, n, k);
+  for (cpu::CpuIsa isa : supported_isas()) {
+    cpu::set_cpu_isa(isa);
+    std::vector<float> c(m * n);
+    std::vector<double> cd(m * n);
+    std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end());
+    cpu::gemm_tile_exact(m, n, k, {a.data(), k, 1}, {b.data(), n, 1}, c.data(), n, false);
+    cpu::gemm_tile_exact(m, n, k, {ad.data(), k, 1}, {bd.data(), n, 1}, cd.data(), n, false);
+    for (size_t i = 0; i < m * n; ++i) {
+      ASSERT_NEAR(c[i], want[i], 1e-4) << cpu::cpu_isa_name(isa) << " f32 at " << i;
+      ASSERT_NEAR(cd[i], want[i], 1e-11) << cpu::cpu_isa_name(isa) << " f64 at " << i;
     }
   }
 }

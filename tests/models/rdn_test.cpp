@@ -14,6 +14,7 @@
 
 #include "candle/candle.h"
 #include "candle/io/safetensors.h"
+#include "cpu/gemm.h"
 #include "png_util.h"
 
 namespace {
@@ -45,8 +46,8 @@ size_t count_diff(const Tensor& a, const Tensor& b) {
 }
 
 // Tiled output == untiled output, byte for byte: every conv rounds each output the same
-// whatever the image extent (the built-in GEMM by construction; OpenBLAS through
-// cpu::gemm_tile_exact, which keeps its calls clear of its size-dependent small kernels).
+// whatever the image extent (its GEMMs are cpu::gemm_tile_exact, the built-in GEMM, whose
+// elements do not depend on the matrix sizes or the column's position).
 void expect_tiled_equal(const Tensor& tiled, const Tensor& whole, size_t tile) {
   ASSERT_EQ(tiled.dims(), whole.dims());
   EXPECT_TRUE(same_bytes(tiled, whole))
@@ -146,6 +147,24 @@ TEST(RdnModel, TiledEqualsUntiledX3OddSizes) {
     Tensor tiled = net.forward_tiled(in, tile);
     expect_tiled_equal(tiled, whole, tile);
   }
+}
+
+// The promise holds by construction for each of the built-in GEMM's kernels, not for the one
+// this CPU happens to pick: every ISA it supports (an AVX-512 machine also runs the AVX2 and
+// SSE kernels; tools/ci-isa-check.sh also forces CANDLE_CPU_ISA=avx2 for a whole run).
+TEST(RdnModel, TiledEqualsUntiledEveryIsa) {
+  SKIP_WITHOUT_CONV2D();
+  const cpu::CpuIsa saved = cpu::cpu_isa();
+  Rdn net = Rdn::load(kModels + "x2.safetensors", Device::cpu());
+  Tensor in = test_models::load_rgb(kModels + "fixture.png").narrow(2, 7, 61).narrow(3, 3, 70).contiguous();
+  for (cpu::CpuIsa isa : {cpu::CpuIsa::Sse, cpu::CpuIsa::Avx2, cpu::CpuIsa::Avx512}) {
+    if (!cpu::cpu_isa_supported(isa)) continue;
+    cpu::set_cpu_isa(isa);
+    SCOPED_TRACE(cpu::cpu_isa_name(isa));
+    Tensor whole = net.forward(in);
+    expect_tiled_equal(net.forward_tiled(in, 29), whole, 29);
+  }
+  cpu::set_cpu_isa(saved);
 }
 
 TEST(RdnModel, TiledEqualsUntiledX8FusedUpsample) {
