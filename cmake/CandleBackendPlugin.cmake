@@ -73,15 +73,23 @@ endfunction()
 # Makes every executable defined in those directories (and their subdirectories) depend on every
 # plugin added so far: the programs load plugins with dlopen and never link them, so without this
 # `cmake --build --target candle-upscale` would leave libcandle_vulkan.so unbuilt and
-# `--device vulkan` would fail to load it. Call it after the plugins and the programs are defined.
-# Only directories of programs: a tool that a plugin's build runs must not be listed (a cycle).
+# `--device vulkan` would fail to load it. Call it after the plugins and the programs are defined;
+# a directory that was not added (CANDLE_BUILD_EXAMPLES=OFF, ...) is skipped. Only directories of
+# programs: a tool that a plugin's build runs must not be listed (a dependency cycle).
 function(candle_depend_on_backend_plugins)
   cmake_parse_arguments(PARSE_ARGV 0 ARG "" "" "DIRECTORIES")
   get_property(plugins GLOBAL PROPERTY CANDLE_BACKEND_PLUGINS)
   if(NOT plugins)
     return()
   endif()
-  set(dirs ${ARG_DIRECTORIES})
+  get_property(added DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY SUBDIRECTORIES)
+  set(dirs)
+  foreach(dir ${ARG_DIRECTORIES})
+    get_filename_component(dir ${dir} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    if(dir IN_LIST added)
+      list(APPEND dirs ${dir})
+    endif()
+  endforeach()
   while(dirs)
     list(POP_FRONT dirs dir)
     get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
@@ -94,4 +102,18 @@ function(candle_depend_on_backend_plugins)
       endif()
     endforeach()
   endwhile()
+endfunction()
+
+# candle_write_backend_plugin_list(<file>)
+#
+# Writes the plugins' file names (libcandle_<kind>.so), one a line, to <file> at generate time:
+# tools/install-check.sh checks that each of them is installed beside libcandle_core.so.
+function(candle_write_backend_plugin_list file)
+  get_property(plugins GLOBAL PROPERTY CANDLE_BACKEND_PLUGINS)
+  set(names)
+  foreach(p ${plugins})
+    list(APPEND names "$<TARGET_LINKER_FILE_NAME:${p}>")
+  endforeach()
+  list(JOIN names "\n" content)
+  file(GENERATE OUTPUT ${file} CONTENT "${content}\n")
 endfunction()

@@ -10,6 +10,9 @@
 #
 # usage: tools/install-check.sh [--with-nn] [BUILD_DIR (default build-release)] [WORK_DIR]
 # WORK_DIR (default: a fresh temporary folder) receives the prefix and the two consumer builds.
+# CANDLE_INSTALL_CHECK_DEVICE=vulkan (or cuda, ...) also runs the consumer on that device, which
+# loads the installed plugin (set CANDLE_VULKAN_ALLOW_CPU=1 for lavapipe).
+# The build folder must have been built in full (cmake --install needs every installed target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -18,7 +21,7 @@ args=()
 for a in "$@"; do
   case "$a" in
     --with-nn) with_nn=1 ;;
-    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
     *) args+=("$a") ;;
   esac
 done
@@ -40,17 +43,20 @@ if find "$prefix" -name 'CandleBackendPlugin.cmake' | grep -q .; then
   echo "install-check: the build-only CandleBackendPlugin.cmake was installed" >&2
   exit 1
 fi
-# every plugin the build made is installed beside the core, where Device::open looks for it
-for plugin in "$build"/lib/libcandle_*.so; do
-  name=$(basename "$plugin")
-  case "$name" in libcandle_core.so | libcandle_nn.so | libcandle_models.so | libcandle_datasets.so) continue ;; esac
-  [ -e "$libdir/$name" ] || { echo "install-check: plugin $name not installed in $libdir" >&2; exit 1; }
-done
+# every plugin the build made (backend-plugins.txt, written by CMake) is installed beside the
+# core, where Device::open looks for it
+while read -r name; do
+  [ -z "$name" ] || [ -e "$libdir/$name" ] || { echo "install-check: plugin $name not installed in $libdir" >&2; exit 1; }
+done <"$build/backend-plugins.txt"
 
 echo "== tests/install: a consumer of find_package(candle CONFIG)"
 cmake -S tests/install -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/consumer"
 "$work/consumer/consumer"
+if [ -n "${CANDLE_INSTALL_CHECK_DEVICE:-}" ]; then
+  echo "== the consumer on $CANDLE_INSTALL_CHECK_DEVICE (the installed plugin)"
+  "$work/consumer/consumer" "$CANDLE_INSTALL_CHECK_DEVICE"
+fi
 
 libs="models;datasets"
 [ "$with_nn" = 1 ] && libs="nn;$libs"
