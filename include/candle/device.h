@@ -3,7 +3,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,10 +56,6 @@ class Device {
  private:
   std::shared_ptr<BackendDevice> backend_;
 };
-
-// A backend library registers a factory for its kind; Device::open calls it.
-using BackendFactory = std::function<std::shared_ptr<BackendDevice>(size_t ordinal)>;
-void register_backend(DeviceKind kind, BackendFactory factory);
 
 // How often each op ran on the CPU for a device without a native kernel for it (copied to the
 // host, computed there, copied back), by op name; zero for every op a backend implements.

@@ -1,12 +1,18 @@
 #include "candle/device.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <random>
+#include <string_view>
+#include <vector>
 
 #include "candle/backend/cpu_storage.h"
+#include "candle/backend/plugin.h"
 #include "candle/error.h"
 
 namespace candle {
@@ -38,25 +44,100 @@ Registry& registry() {
   return *r;
 }
 
-// Opens libcandle_<kind>.so, first beside the library holding this code, then on the
-// loader's search path. The library registers its factory from a static initialiser.
+// Resolves `name` in a plugin handle as a function of type Fn; nullptr when it is missing.
+template <typename Fn>
+Fn plugin_entry_point(void* handle, const char* name) {
+  return reinterpret_cast<Fn>(dlsym(handle, name));
+}
+
+// Where a plugin handle was loaded from (the loader's path of the file), for error messages.
+std::string plugin_path(void* handle, const std::string& fallback) {
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) return map->l_name;
+  return fallback;
+}
+
+// Checks the plugin's versions against the core's, then lets it register. The library was
+// opened RTLD_LAZY | RTLD_LOCAL, so a plugin built against another core is refused here with
+// both versions rather than by the loader as an undefined symbol, and nothing of it but its
+// static initialisers has run (the contract forbids them side effects).
+void check_and_register_plugin(void* handle, const std::string& where) {
+  auto abi = plugin_entry_point<uint32_t (*)()>(handle, "candle_backend_abi_version");
+  auto core = plugin_entry_point<const char* (*)()>(handle, "candle_backend_core_version");
+  auto reg = plugin_entry_point<void (*)()>(handle, "candle_backend_register");
+  if (!abi || !core || !reg) {
+    std::string missing;
+    for (auto [fn, name] : {std::pair<bool, const char*>{abi != nullptr, "candle_backend_abi_version"},
+                            {core != nullptr, "candle_backend_core_version"},
+                            {reg != nullptr, "candle_backend_register"}}) {
+      if (!fn) missing += (missing.empty() ? "" : ", ") + std::string(name);
+    }
+    dlclose(handle);
+    throw Error(ErrorKind::Device, where + " is not a candle backend plugin: it does not export " + missing +
+                                       " (a plugin built before the versioned plugin contract, or not a "
+                                       "candle backend); rebuild the plugin");
+  }
+  uint32_t plugin_abi = abi();
+  const char* plugin_core_c = core();
+  std::string plugin_core = plugin_core_c ? plugin_core_c : "unknown";
+  if (plugin_abi != CANDLE_BACKEND_ABI_VERSION || plugin_core != CANDLE_VERSION_STRING) {
+    dlclose(handle);
+    throw Error(ErrorKind::Device, where + " was built for candle backend ABI " + std::to_string(plugin_abi) +
+                                       " (core " + plugin_core + ") but this core is ABI " +
+                                       std::to_string(CANDLE_BACKEND_ABI_VERSION) + " (core " +
+                                       CANDLE_VERSION_STRING + "); rebuild the plugin");
+  }
+  // Accepted: make its symbols global, as a library linked at start-up would be (the handle
+  // stays open for the life of the process).
+  dlopen(where.c_str(), RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+  reg();
+}
+
+// The directories of CANDLE_BACKEND_PATH (colon-separated), searched before the defaults.
+std::vector<std::string> backend_path_dirs() {
+  std::vector<std::string> dirs;
+  const char* env = std::getenv("CANDLE_BACKEND_PATH");
+  if (!env) return dirs;
+  std::string_view rest = env;
+  while (!rest.empty()) {
+    auto colon = rest.find(':');
+    std::string_view dir = rest.substr(0, colon);
+    if (!dir.empty()) dirs.emplace_back(dir);
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return dirs;
+}
+
+// Opens libcandle_<kind>.so from the first of: each CANDLE_BACKEND_PATH directory, the directory
+// of the library holding this code (libcandle_core.so), the loader's search path. A file that
+// cannot be opened is skipped (its loader message kept for the error); the first one opened is
+// checked and registered, or refused: a refused plugin is not passed over for another one, so
+// a stale build is reported instead of hidden.
 void load_backend_library(DeviceKind kind) {
   std::string file = "libcandle_" + std::string(device_kind_name(kind)) + ".so";
-  std::string errors;
+  std::vector<std::string> candidates;
+  for (const auto& dir : backend_path_dirs()) candidates.push_back(dir + "/" + file);
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&load_backend_library), &info) && info.dli_fname) {
     std::string self = info.dli_fname;
     auto slash = self.rfind('/');
-    if (slash != std::string::npos) {
-      std::string beside = self.substr(0, slash + 1) + file;
-      if (dlopen(beside.c_str(), RTLD_NOW | RTLD_GLOBAL)) return;
-      if (const char* e = dlerror()) errors = e;
-    }
+    if (slash != std::string::npos) candidates.push_back(self.substr(0, slash + 1) + file);
   }
-  if (dlopen(file.c_str(), RTLD_NOW | RTLD_GLOBAL)) return;
-  const char* e = dlerror();
+  candidates.push_back(file);
+  std::string errors;
+  for (const auto& path : candidates) {
+    // A named path that does not exist is no news; the loader's message for the bare name is.
+    if (path != file && access(path.c_str(), F_OK) != 0) continue;
+    if (void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL)) {
+      check_and_register_plugin(handle, plugin_path(handle, path));
+      return;
+    }
+    const char* e = dlerror();
+    errors += (errors.empty() ? "" : "; ") + std::string(e ? e : path + ": unknown dlopen error");
+  }
   throw Error(ErrorKind::Device, std::string(device_kind_name(kind)) + " backend not available: " + file +
-                                     " could not be loaded (" + (e ? e : errors) + ")");
+                                     " could not be loaded (" + errors + ")");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// VulkanDevice, the backend's registration, vulkan::stats() and the CPU round-trip bookkeeping.
+// VulkanDevice, the plugin entry points (registration), vulkan::stats() and the CPU round-trip bookkeeping.
 #include <cstdio>
 #include <cstring>
 #include <map>
 
+#include "candle/backend/plugin.h"
 #include "candle/vulkan.h"
 #include "cpu/random.h"
 #include "storage.h"
@@ -18,16 +19,6 @@ RoundTrips& round_trips() {
   static RoundTrips r;
   return r;
 }
-
-// Registers the factory when the library is loaded (dlopen by Device::open, or linked).
-struct Registrar {
-  Registrar() {
-    register_backend(DeviceKind::Vulkan, [](size_t ordinal) -> std::shared_ptr<BackendDevice> {
-      return std::make_shared<VulkanDevice>(Context::open(ordinal), ordinal);
-    });
-  }
-};
-const Registrar registrar;
 
 }  // namespace
 
@@ -139,3 +130,16 @@ void reset_stats() {
 }
 
 }  // namespace candle::vulkan
+
+// The plugin contract (candle/backend/plugin.h): Device::open checks the versions, then calls
+// candle_backend_register(); nothing registers at load time, so a mismatched build is refused
+// before any of its code runs.
+extern "C" uint32_t candle_backend_abi_version() { return CANDLE_BACKEND_ABI_VERSION; }
+extern "C" const char* candle_backend_core_version() { return CANDLE_VERSION_STRING; }
+extern "C" void candle_backend_register() {
+  candle::register_backend(candle::DeviceKind::Vulkan,
+                           [](size_t ordinal) -> std::shared_ptr<candle::BackendDevice> {
+                             return std::make_shared<candle::vk_backend::VulkanDevice>(
+                                 candle::vk_backend::Context::open(ordinal), ordinal);
+                           });
+}

@@ -1,5 +1,11 @@
 // The backend SDK: the interface (candle's BackendDevice / BackendStorage): one method per op family.
 //
+// ABI: GPU backends are separate shared libraries checked at load time against
+// CANDLE_BACKEND_ABI_VERSION (candle/backend/plugin.h). Bump that number whenever the virtual
+// interface here or in cpu_storage.h changes (a method added, removed, reordered or given
+// other parameters; a parameter struct changed), so that a plugin built against the old one is
+// refused with a clear error instead of calling through a stale vtable.
+//
 // Conventions for every op method:
 //  - inputs are given as (storage, layout); layouts may be strided, offset or broadcast
 //    (stride 0); the op layer has already checked shapes, dtypes and devices;
