@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -30,6 +31,13 @@ class BackendStorage;
 using StoragePtr = std::shared_ptr<BackendStorage>;
 class Tensor;
 class GradStore;
+// candle/custom_op.h
+class CustomOp1;
+class CustomOp2;
+class CustomOp3;
+class InplaceOp1;
+class InplaceOp2;
+class InplaceOp3;
 
 // A range along one dim for Tensor::i: Slice(1, 4), Slice::all(), Slice::from(2), Slice::to(3).
 // Negative bounds count from the end; an empty range (start == end) is allowed.
@@ -441,6 +449,46 @@ class Tensor {
   // Backpropagation from this scalar (one element) tensor: the gradients of every tensor
   // on a path to a Var (include <candle/backprop.h>).
   GradStore backward() const;
+
+  // ---- custom ops (candle/custom_op.h) ------------------------------------------------------
+  // apply_opN runs the op's forward for this tensor's device and records a backward node that
+  // calls op.bwd; the node shares ownership of the op (an op given by value is copied into a
+  // shared_ptr), so the op outlives the graph. The _no_bwd forms record nothing and borrow the
+  // op for the call only. All operands must be on one device.
+  template <std::derived_from<CustomOp1> C>
+  Tensor apply_op1(C c) const {
+    return apply_op1_arc(std::make_shared<C>(std::move(c)));
+  }
+  template <std::derived_from<CustomOp1> C>
+  Tensor apply_op1(std::shared_ptr<C> c) const {
+    return apply_op1_arc(std::move(c));
+  }
+  Tensor apply_op1_arc(std::shared_ptr<const CustomOp1> c) const;
+  Tensor apply_op1_no_bwd(const CustomOp1& c) const;
+  template <std::derived_from<CustomOp2> C>
+  Tensor apply_op2(const Tensor& rhs, C c) const {
+    return apply_op2_arc(rhs, std::make_shared<C>(std::move(c)));
+  }
+  template <std::derived_from<CustomOp2> C>
+  Tensor apply_op2(const Tensor& rhs, std::shared_ptr<C> c) const {
+    return apply_op2_arc(rhs, std::move(c));
+  }
+  Tensor apply_op2_arc(const Tensor& rhs, std::shared_ptr<const CustomOp2> c) const;
+  Tensor apply_op2_no_bwd(const Tensor& rhs, const CustomOp2& c) const;
+  template <std::derived_from<CustomOp3> C>
+  Tensor apply_op3(const Tensor& t2, const Tensor& t3, C c) const {
+    return apply_op3_arc(t2, t3, std::make_shared<C>(std::move(c)));
+  }
+  template <std::derived_from<CustomOp3> C>
+  Tensor apply_op3(const Tensor& t2, const Tensor& t3, std::shared_ptr<C> c) const {
+    return apply_op3_arc(t2, t3, std::move(c));
+  }
+  Tensor apply_op3_arc(const Tensor& t2, const Tensor& t3, std::shared_ptr<const CustomOp3> c) const;
+  Tensor apply_op3_no_bwd(const Tensor& t2, const Tensor& t3, const CustomOp3& c) const;
+  // Writes into this tensor's storage (through its layout); not recorded for autograd.
+  void inplace_op1(const InplaceOp1& c) const;
+  void inplace_op2(const Tensor& rhs, const InplaceOp2& c) const;
+  void inplace_op3(const Tensor& t2, const Tensor& t3, const InplaceOp3& c) const;
 
   // ---- files -------------------------------------------------------------------------------
   void save_safetensors(const std::string& name, const std::string& path) const;

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <string>
 
-#include "ops/op_util.h"
-
 namespace candle::nn {
 
 // ---- Linear -------------------------------------------------------------------------------

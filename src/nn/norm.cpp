@@ -3,7 +3,7 @@
 
 #include "candle/nn/layers.h"
 #include "candle/nn/ops.h"
-#include "ops/op_util.h"
+#include "nn/check.h"
 
 namespace candle::nn {
 namespace {
@@ -36,7 +36,7 @@ Tensor LayerNorm::forward(const Tensor& xs) const {
   float eps = static_cast<float>(eps_);
   if (remove_mean_ && bias_) return ops::layer_norm(xs, weight_, *bias_, eps);
   if (!remove_mean_ && !bias_) return ops::rms_norm(xs, weight_, eps);
-  candle::ops::check_float(xs, "layer_norm");
+  detail::check_float(xs, "layer_norm");
   if (xs.rank() == 0)
     throw Error(ErrorKind::ShapeMismatch, "layer_norm expects at least one dim, got a scalar");
   DType dt = xs.dtype();
@@ -90,7 +90,7 @@ GroupNorm::GroupNorm(Tensor weight, Tensor bias, size_t num_channels, size_t num
 }
 
 Tensor GroupNorm::forward(const Tensor& xs) const {
-  candle::ops::check_float(xs, "group_norm");
+  detail::check_float(xs, "group_norm");
   if (xs.rank() < 2 || xs.dim(1) != num_channels_)
     throw Error(ErrorKind::ShapeMismatch, "group_norm: input " + xs.shape().to_string() + " does not have " +
                                               std::to_string(num_channels_) + " channels in dim 1");
@@ -145,8 +145,8 @@ BatchNorm::BatchNorm(size_t num_features, const Tensor& running_mean, const Tens
     throw Error(ErrorKind::InvalidArgument, "batch-norm eps cannot be negative " + std::to_string(eps));
   check_vec_len(running_mean, num_features, "running mean", "batch-norm");
   check_vec_len(running_var, num_features, "running var", "batch-norm");
-  candle::ops::check_float(running_mean, "batch-norm running mean");
-  candle::ops::check_float(running_var, "batch-norm running var");
+  detail::check_float(running_mean, "batch-norm running mean");
+  detail::check_float(running_var, "batch-norm running var");
   if (weight_and_bias_) {
     check_vec_len(weight_and_bias_->first, num_features, "weight", "batch-norm");
     check_vec_len(weight_and_bias_->second, num_features, "bias", "batch-norm");
@@ -170,7 +170,7 @@ void BatchNorm::check_input(const Tensor& xs) const {
   if (xs.dim(1) != num_features_)
     throw Error(ErrorKind::ShapeMismatch, "batch-norm input " + xs.shape().to_string() + " does not have " +
                                               std::to_string(num_features_) + " features in dim 1");
-  candle::ops::check_float(xs, "batch-norm");
+  detail::check_float(xs, "batch-norm");
 }
 
 // (x - mean) / sqrt(var + eps) * weight + bias, with mean/var [c] broadcast over dim 1.

@@ -1,29 +1,31 @@
-// candle_nn::ops: composed tensor ops, with fused CPU kernels for the last-dim norms/softmax.
+// candle_nn::ops: composed tensor ops; softmax_last_dim, rms_norm and layer_norm are custom ops
+// whose forwards call the device's fused kernel (nn/fused_op.h).
 #include "candle/nn/ops.h"
 
+#include <initializer_list>
 #include <string>
 
-#include "nn/fused_cpu.h"
-#include "ops/op_util.h"
+#include "nn/check.h"
+#include "nn/fused_op.h"
 
 namespace candle::nn::ops {
 namespace {
 
-// The fused kernels record no backward: take them on the CPU when nothing is tracked (other
-// devices: the backend's hook, see detail::backend_fused_ok).
-bool use_fused(std::initializer_list<const Tensor*> ts) {
+// Whether any operand is tracked: the fused ops record no backward, so such a call takes the
+// composed version, whose tensor ops carry the gradient (the values agree to rounding).
+bool any_tracked(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
-    if (!t->device().is_cpu() || t->track_op()) return false;
-  return true;
+    if (t->track_op()) return true;
+  return false;
 }
 
 DType internal_dtype(DType dt) { return dt == DType::F64 ? DType::F64 : DType::F32; }
 
 // alpha (and beta) must be [last dim of xs], float, on xs' device.
 void check_norm_args(const Tensor& xs, const Tensor& alpha, const Tensor* beta, const char* op) {
-  candle::ops::check_float(xs, op);
-  candle::ops::check_float(alpha, op);
-  candle::ops::check_same_device(xs, alpha, op);
+  detail::check_float(xs, op);
+  detail::check_float(alpha, op);
+  detail::check_same_device(xs, alpha, op);
   if (xs.rank() == 0)
     throw Error(ErrorKind::ShapeMismatch, std::string(op) + " expects at least one dim, got a scalar");
   size_t d = xs.dims().back();
@@ -35,8 +37,8 @@ void check_norm_args(const Tensor& xs, const Tensor& alpha, const Tensor* beta, 
   };
   check_vec(alpha, "alpha");
   if (beta) {
-    candle::ops::check_float(*beta, op);
-    candle::ops::check_same_device(xs, *beta, op);
+    detail::check_float(*beta, op);
+    detail::check_same_device(xs, *beta, op);
     check_vec(*beta, "beta");
   }
 }
@@ -44,7 +46,7 @@ void check_norm_args(const Tensor& xs, const Tensor& alpha, const Tensor* beta, 
 }  // namespace
 
 Tensor softmax(const Tensor& xs, int64_t dim) {
-  candle::ops::check_float(xs, "softmax");
+  detail::check_float(xs, "softmax");
   size_t d = xs.shape().resolve_dim(dim, "softmax");
   int64_t sd = static_cast<int64_t>(d);
   Tensor diff = xs.broadcast_sub(xs.max_keepdim(sd));
@@ -53,7 +55,7 @@ Tensor softmax(const Tensor& xs, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& xs, int64_t dim) {
-  candle::ops::check_float(xs, "log_softmax");
+  detail::check_float(xs, "log_softmax");
   size_t d = xs.shape().resolve_dim(dim, "log_softmax");
   int64_t sd = static_cast<int64_t>(d);
   Tensor diff = xs.broadcast_sub(xs.max_keepdim(sd));
@@ -61,13 +63,13 @@ Tensor log_softmax(const Tensor& xs, int64_t dim) {
 }
 
 Tensor softmax_last_dim(const Tensor& xs) {
-  candle::ops::check_float(xs, "softmax_last_dim");
+  detail::check_float(xs, "softmax_last_dim");
   if (xs.rank() == 0)
     throw Error(ErrorKind::ShapeMismatch, "softmax_last_dim expects at least one dim, got a scalar");
-  if (use_fused({&xs})) return detail::softmax_last_dim_cpu(xs);
-  if (detail::backend_fused_ok(xs, {}))
-    if (auto y = detail::from_backend(xs.storage()->softmax_last_dim(xs.layout()), xs)) return *y;
-  return softmax(xs, -1);
+  auto composed = [&] { return softmax(xs, -1); };
+  if (any_tracked({&xs})) return composed();
+  auto kernel = [](const BackendStorage& s, const Layout& l) { return s.softmax_last_dim(l); };
+  return xs.apply_op1_no_bwd(detail::FusedOp1("softmax-last-dim", kernel, composed));
 }
 
 Tensor sigmoid(const Tensor& xs) { return xs.sigmoid(); }
@@ -100,12 +102,13 @@ Tensor rms_norm_slow(const Tensor& xs, const Tensor& alpha, float eps) {
 
 Tensor rms_norm(const Tensor& xs, const Tensor& alpha, float eps) {
   check_norm_args(xs, alpha, nullptr, "rms_norm");
-  if (use_fused({&xs, &alpha})) return detail::rms_norm_cpu(xs, alpha, eps);
-  if (detail::backend_fused_ok(xs, {&alpha})) {
-    auto s = xs.storage()->rms_norm(xs.layout(), *alpha.storage(), alpha.layout(), eps);
-    if (auto y = detail::from_backend(std::move(s), xs)) return *y;
-  }
-  return rms_norm_slow(xs, alpha, eps);
+  if (any_tracked({&xs, &alpha})) return rms_norm_slow(xs, alpha, eps);
+  Tensor a = detail::in_dtype(alpha, xs.dtype());
+  auto kernel = [eps](const BackendStorage& s, const Layout& l, const BackendStorage& sa, const Layout& la) {
+    return s.rms_norm(l, sa, la, eps);
+  };
+  return xs.apply_op2_no_bwd(a,
+                             detail::FusedOp2("rms-norm", kernel, [&] { return rms_norm_slow(xs, a, eps); }));
 }
 
 Tensor layer_norm_slow(const Tensor& xs, const Tensor& alpha, const Tensor& beta, float eps) {
@@ -121,20 +124,20 @@ Tensor layer_norm_slow(const Tensor& xs, const Tensor& alpha, const Tensor& beta
 
 Tensor layer_norm(const Tensor& xs, const Tensor& alpha, const Tensor& beta, float eps) {
   check_norm_args(xs, alpha, &beta, "layer_norm");
-  if (use_fused({&xs, &alpha, &beta})) return detail::layer_norm_cpu(xs, alpha, beta, eps);
-  if (detail::backend_fused_ok(xs, {&alpha, &beta})) {
-    auto s = xs.storage()->layer_norm(xs.layout(), *alpha.storage(), alpha.layout(), *beta.storage(),
-                                      beta.layout(), eps);
-    if (auto y = detail::from_backend(std::move(s), xs)) return *y;
-  }
-  return layer_norm_slow(xs, alpha, beta, eps);
+  if (any_tracked({&xs, &alpha, &beta})) return layer_norm_slow(xs, alpha, beta, eps);
+  Tensor a = detail::in_dtype(alpha, xs.dtype()), b = detail::in_dtype(beta, xs.dtype());
+  auto kernel = [eps](const BackendStorage& s, const Layout& l, const BackendStorage& sa, const Layout& la,
+                      const BackendStorage& sb,
+                      const Layout& lb) { return s.layer_norm(l, sa, la, sb, lb, eps); };
+  return xs.apply_op3_no_bwd(
+      a, b, detail::FusedOp3("layer-norm", kernel, [&] { return layer_norm_slow(xs, a, b, eps); }));
 }
 
 Tensor dropout(const Tensor& xs, float drop_p) {
   if (!(drop_p >= 0.0f && drop_p < 1.0f))
     throw Error(ErrorKind::InvalidArgument,
                 "dropout probability has to be in [0, 1), got " + std::to_string(drop_p));
-  candle::ops::check_float(xs, "dropout");
+  detail::check_float(xs, "dropout");
   Tensor r = Tensor::rand(0.0, 1.0, xs.shape(), DType::F32, xs.device());
   double scale = 1.0 / (1.0 - static_cast<double>(drop_p));
   Tensor mask = r.ge(Scalar(drop_p)).to_dtype(xs.dtype()) * scale;

@@ -1,21 +1,21 @@
-// candle_nn::rotary_emb: fused CPU kernels, a backend's fused kernel (BackendStorage::rope) on
-// other devices, tensor-op versions where there is none and under autograd.
+// candle_nn::rotary_emb: rope, rope_i and rope_thd are custom ops whose forwards call the
+// device's fused kernel (BackendStorage::rope, see nn/fused_op.h); tensor-op versions where a
+// device has none and under autograd.
 #include "candle/nn/rotary_emb.h"
 
-#include <optional>
 #include <string>
 
-#include "nn/fused_cpu.h"
-#include "ops/op_util.h"
+#include "nn/check.h"
+#include "nn/fused_op.h"
 
 namespace candle::nn::rotary_emb {
 namespace {
 
 // Checks xs [b, ., ., d] against cos/sin ([t_max, d/2] or [b, t_max, d/2]) for seq_len t.
 void check_rope(const Tensor& xs, const Tensor& cos, const Tensor& sin, size_t t, const char* op) {
-  candle::ops::check_float(xs, op);
-  candle::ops::check_same_device(xs, cos, op);
-  candle::ops::check_same_device(xs, sin, op);
+  detail::check_float(xs, op);
+  detail::check_same_device(xs, cos, op);
+  detail::check_same_device(xs, sin, op);
   auto [b, d1, d2, d] = xs.shape().dims4(op);
   (void)d1;
   (void)d2;
@@ -32,10 +32,6 @@ void check_rope(const Tensor& xs, const Tensor& cos, const Tensor& sin, size_t t
   } else {
     throw bad();
   }
-}
-
-bool use_fused(const Tensor& xs, const Tensor& cos, const Tensor& sin) {
-  return xs.device().is_cpu() && !xs.track_op() && !cos.track_op() && !sin.track_op();
 }
 
 // The first t rows of cos/sin, broadcastable against [b, h, t, d/2] (2-D or batched 3-D).
@@ -67,34 +63,38 @@ Tensor rope_i_composed(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   return Tensor::cat({y0, y1}, -1).flatten_from(-2);
 }
 
-// The backend's fused kernel (BackendStorage::rope), or nullopt: compose.
-std::optional<Tensor> rope_backend(const Tensor& xs, const Tensor& cos, const Tensor& sin, RopeKind kind) {
-  if (!detail::backend_fused_ok(xs, {&cos, &sin})) return std::nullopt;
-  return detail::from_backend(
-      xs.storage()->rope(kind, xs.layout(), *cos.storage(), cos.layout(), *sin.storage(), sin.layout()), xs);
+// The fused op `name` (candle-nn's RotaryEmb, RotaryEmbI, RotaryEmbThd), or composed(cos, sin)
+// when an operand is tracked: the op records no backward, the tensor ops carry the gradient.
+template <typename Composed>
+Tensor rope_op(const char* name, RopeKind kind, const Tensor& xs, const Tensor& cos, const Tensor& sin,
+               Composed composed) {
+  if (xs.track_op() || cos.track_op() || sin.track_op()) return composed(cos, sin);
+  Tensor c = detail::in_dtype(cos, xs.dtype()), s = detail::in_dtype(sin, xs.dtype());
+  auto kernel = [kind](const BackendStorage& sx, const Layout& lx, const BackendStorage& sc, const Layout& lc,
+                       const BackendStorage& ss,
+                       const Layout& ls) { return sx.rope(kind, lx, sc, lc, ss, ls); };
+  return xs.apply_op3_no_bwd(c, s, detail::FusedOp3(name, kernel, [&] { return composed(c, s); }));
 }
 
 }  // namespace
 
 Tensor rope(const Tensor& xs, const Tensor& cos, const Tensor& sin) {
   check_rope(xs, cos, sin, xs.dim(2), "rope");
-  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, RopeKind::Halves);
-  if (auto y = rope_backend(xs, cos, sin, RopeKind::Halves)) return *y;
-  return rope_composed(xs, cos, sin);
+  return rope_op("rotary-emb", RopeKind::Halves, xs, cos, sin,
+                 [&](const Tensor& c, const Tensor& s) { return rope_composed(xs, c, s); });
 }
 
 Tensor rope_i(const Tensor& xs, const Tensor& cos, const Tensor& sin) {
   check_rope(xs, cos, sin, xs.dim(2), "rope_i");
-  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, RopeKind::Interleaved);
-  if (auto y = rope_backend(xs, cos, sin, RopeKind::Interleaved)) return *y;
-  return rope_i_composed(xs, cos, sin);
+  return rope_op("rotary-emb-int", RopeKind::Interleaved, xs, cos, sin,
+                 [&](const Tensor& c, const Tensor& s) { return rope_i_composed(xs, c, s); });
 }
 
 Tensor rope_thd(const Tensor& xs, const Tensor& cos, const Tensor& sin) {
   check_rope(xs, cos, sin, xs.dim(1), "rope_thd");
-  if (use_fused(xs, cos, sin)) return detail::rope_cpu(xs, cos, sin, RopeKind::HalvesThd);
-  if (auto y = rope_backend(xs, cos, sin, RopeKind::HalvesThd)) return *y;
-  return rope_composed(xs.transpose(1, 2), cos, sin).transpose(1, 2);
+  return rope_op("rotary-emb-thd", RopeKind::HalvesThd, xs, cos, sin, [&](const Tensor& c, const Tensor& s) {
+    return rope_composed(xs.transpose(1, 2), c, s).transpose(1, 2);
+  });
 }
 
 Tensor rope_slow(const Tensor& xs, const Tensor& cos, const Tensor& sin) {

@@ -1,8 +1,9 @@
 // The fused last-dim ops of candle::nn: softmax_last_dim (softmax.comp), rms_norm / layer_norm
 // (norm.comp) and rope / rope_i / rope_thd (rope.comp), reached through BackendStorage's hooks
-// from src/nn. Semantics are those of the CPU kernels (src/nn/fused_cpu.cpp): f32 compute for
-// f16, the output dense. A case without a kernel returns nullptr and candle::nn composes
-// tensor ops instead (operands beyond one binding, dtypes without float kernels, mixed dtypes).
+// from the forwards of candle::nn's custom ops. Semantics are those of the CPU kernels
+// (src/cpu/nn_fused.cpp): f32 compute for f16, the output dense. A case without a kernel
+// returns nullptr and the op composes tensor ops instead (operands beyond one binding, dtypes
+// without float kernels, mixed dtypes).
 #include <algorithm>
 #include <optional>
 #include <string>

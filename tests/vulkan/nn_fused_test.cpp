@@ -265,18 +265,39 @@ TEST(VulkanNnFused, TrackedInputsComposeAndMatch) {
   }
 }
 
-TEST(VulkanNnFused, MixedDtypesCompose) {
+TEST(VulkanNnFused, MixedDtypesCastAlphaThenFuse) {
   VK_DEVICE_OR_SKIP(dev);
-  // xs f32 with an f16 alpha: the hook needs one dtype, the composed path casts
+  // xs f32 with an f16 alpha: nn casts alpha to xs' dtype (one dispatch), then the hook's kernel
   auto x = cpu_tensor({3, 20}, DType::F32, -2.0f, 2.0f, 27);
   auto a = cpu_tensor({20}, DType::F32, 0.5f, 1.5f, 28);
   auto a16 = a.to_dtype(DType::F16);
   Counted got = counted(dev, [&] { return nn::ops::rms_norm(x.to_device(dev), a16.to_device(dev), 1e-5f); });
-  EXPECT_GT(got.dispatches, 1u);
+  EXPECT_EQ(got.dispatches, 2u);
   EXPECT_EQ(got.round_trips, 0u);
-  // the composed path multiplies by alpha in f32 after normalising: compare with tolerance
-  expect_close(to_f32(got.y), to_f32(nn::ops::rms_norm(x, a16.to_dtype(DType::F32), 1e-5f)), 1e-5f, 1e-5f,
+  Tol t = tol_for(DType::F32);
+  expect_close(to_f32(got.y), to_f32(nn::ops::rms_norm(x, a16.to_dtype(DType::F32), 1e-5f)), t.atol, t.rtol,
                "rms_norm f32 x f16 alpha");
+}
+
+TEST(VulkanNnFused, ADtypeWithoutKernelsComposesOnTheDevice) {
+  VK_DEVICE_OR_SKIP(dev);
+  // the hooks have no f64 kernels (nullptr): the custom op's forward composes tensor ops, and
+  // the result is the CPU's fused one to rounding, on the Vulkan device
+  auto x = cpu_tensor({4, 2, 3, 8}, DType::F64, -2.0f, 2.0f, 29);
+  auto a = cpu_tensor({8}, DType::F64, 0.5f, 1.5f, 30), c = cpu_tensor({3, 4}, DType::F64, -1.0f, 1.0f, 31);
+  auto xv = x.to_device(dev), av = a.to_device(dev), cv = c.to_device(dev);
+  const float tol = 1e-6f;
+  auto check_f64 = [&](const Tensor& got, const Tensor& want, const char* what) {
+    EXPECT_TRUE(got.device().is_vulkan()) << what;
+    EXPECT_EQ(got.dtype(), DType::F64) << what;
+    EXPECT_EQ(got.shape(), want.shape()) << what;
+    expect_close(to_f32(got), to_f32(want), tol, tol, what);
+  };
+  check_f64(nn::ops::softmax_last_dim(xv), nn::ops::softmax_last_dim(x), "softmax f64");
+  check_f64(nn::ops::rms_norm(xv, av, 1e-5f), nn::ops::rms_norm(x, a, 1e-5f), "rms_norm f64");
+  check_f64(nn::ops::layer_norm(xv, av, av, 1e-5f), nn::ops::layer_norm(x, a, a, 1e-5f), "layer_norm f64");
+  check_f64(nn::rotary_emb::rope(xv, cv, cv), nn::rotary_emb::rope(x, c, c), "rope f64");
+  check_f64(nn::rotary_emb::rope_i(xv, cv, cv), nn::rotary_emb::rope_i(x, c, c), "rope_i f64");
 }
 
 }  // namespace

@@ -224,11 +224,12 @@ class BackendStorage {
                                               std::optional<double> scale_h,
                                               std::optional<double> scale_w) const;
 
-  // ---- fused last-dim ops of candle::nn (candle's CustomOps softmax-last-dim, rms-norm,
-  // layer-norm, rotary-emb; CPU kernels: src/nn/fused_cpu.cpp, whose semantics these follow).
-  // Default: nullptr, meaning "no kernel here": the caller composes tensor ops (not a
-  // round-trip). The nn layer has checked shapes and devices, and gives the operands in the
-  // dtype of `this`; f16/bf16 compute in f32. Results are contiguous with l's shape.
+  // ---- fused last-dim ops of candle::nn (its custom ops softmax-last-dim, rms-norm,
+  // layer-norm, rotary-emb call these from every device's forward; CPU kernels:
+  // src/cpu/nn_fused.cpp, whose semantics these follow). Default: nullptr, meaning "no kernel
+  // here": the op composes tensor ops instead (not a round-trip). The nn layer has checked
+  // shapes and devices, and gives the operands in the dtype of `this`; f16/bf16 compute in
+  // f32. Results are contiguous with l's shape.
   // xs [..., d]: softmax over the last dim (the row max subtracted first).
   virtual StoragePtr softmax_last_dim(const Layout& l) const;
   // xs [..., d], alpha [d]: x / sqrt(mean(x^2) + eps) * alpha.

@@ -122,6 +122,15 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
                                       std::optional<double> scale_h,
                                       std::optional<double> scale_w) const override;
 
+  // candle::nn's fused last-dim ops (src/cpu/nn_fused.cpp); strided operands are copied dense
+  StoragePtr softmax_last_dim(const Layout& l) const override;
+  StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                      float eps) const override;
+  StoragePtr layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                        const BackendStorage& beta, const Layout& beta_l, float eps) const override;
+  StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
+                  const BackendStorage& sin, const Layout& sin_l) const override;
+
   CpuStorage(DType dtype, size_t n, std::byte* data, std::shared_ptr<void> owner)
       : dtype_(dtype), n_(n), data_(data), owner_(std::move(owner)) {}
 
