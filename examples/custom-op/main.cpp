@@ -28,7 +28,7 @@ class Softplus final : public CustomOp1 {
   CpuOpResult cpu_fwd(const CpuStorage& s, const Layout& l) const override {
     if (s.dtype() != DType::F32)
       throw Error(ErrorKind::UnsupportedOp, "softplus: f32 only, got " + std::string(dtype_name(s.dtype())));
-    auto out = CpuStorage::alloc(DType::F32, l.elem_count());
+    auto out = CpuStorage::alloc(DType::F32, l.elem_count());  // custom-op SDK
     const float* x = s.data<float>();
     float* y = out->data<float>();
     // the layout may be strided: read element i (row-major) at its storage offset

@@ -29,7 +29,7 @@ inline StoragePtr kernel_or_composed(StoragePtr kernel_result, const std::functi
 }
 
 inline std::shared_ptr<CpuStorage> as_cpu_result(StoragePtr s, const char* op) {
-  auto c = std::dynamic_pointer_cast<CpuStorage>(std::move(s));
+  auto c = std::dynamic_pointer_cast<CpuStorage>(std::move(s));  // custom-op SDK
   if (!c) throw Error(ErrorKind::Internal, std::string(op) + ": the CPU forward gave a non-CPU storage");
   return c;
 }

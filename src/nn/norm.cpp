@@ -3,7 +3,7 @@
 
 #include "candle/nn/layers.h"
 #include "candle/nn/ops.h"
-#include "nn/check.h"
+#include "check.h"
 
 namespace candle::nn {
 namespace {

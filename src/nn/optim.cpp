@@ -5,7 +5,7 @@
 #include <string>
 
 #include "candle/backend/backend.h"
-#include "nn/optim_detail.h"
+#include "optim_detail.h"
 
 namespace candle::nn {
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "nn/check.h"
-#include "nn/fused_op.h"
+#include "check.h"
+#include "fused_op.h"
 
 namespace candle::nn::rotary_emb {
 namespace {
