@@ -153,7 +153,6 @@ TEST(RdnModel, TiledEqualsUntiledX3OddSizes) {
 // this CPU happens to pick: every ISA it supports (an AVX-512 machine also runs the AVX2 and
 // SSE kernels; tools/ci-isa-check.sh also forces CANDLE_CPU_ISA=avx2 for a whole run).
 TEST(RdnModel, TiledEqualsUntiledEveryIsa) {
-  SKIP_WITHOUT_CONV2D();
   const cpu::CpuIsa saved = cpu::cpu_isa();
   Rdn net = Rdn::load(kModels + "x2.safetensors", Device::cpu());
   Tensor in = test_models::load_rgb(kModels + "fixture.png").narrow(2, 7, 61).narrow(3, 3, 70).contiguous();
