@@ -1,14 +1,20 @@
 // Ops x dtypes x layouts against PyTorch references (tests/data/ops_grid.safetensors,
-// made by tools/gen_fixtures.py with Debian's PyTorch 1.13).
+// made by tools/gen_fixtures.py with Debian's PyTorch 1.13), on every device
+// (tests/test_device.h): OpsGrid.<dtype>/<device>. The inputs are moved to the device and viewed
+// there in each layout; every device is held to the same tolerance (the fixture's, below). On a
+// non-CPU device every op must run without a CPU round-trip, and a dtype the device has no
+// kernels for (found by a probe, e.g. f64 and bf16 on Vulkan) is skipped with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "candle/candle.h"
+#include "test_device.h"
 
 using namespace candle;
 
@@ -105,22 +111,40 @@ struct Case {
   std::string op, dtype, layout;
 };
 
-std::vector<Case> cases() {
+std::vector<Case> cases(const std::string& dtype) {
   std::vector<Case> out;
   for (auto& [name, t] : grid()) {
     auto a = name.find('/'), b = name.rfind('/');
     std::string layout = name.substr(b + 1);
-    if (layout.rfind("in", 0) == 0) continue;
-    out.push_back({name.substr(0, a), name.substr(a + 1, b - a - 1), layout});
+    if (layout.rfind("in", 0) == 0 || name.substr(a + 1, b - a - 1) != dtype) continue;
+    out.push_back({name.substr(0, a), dtype, layout});
   }
   return out;
 }
 
-}  // namespace
+// Why `dev` has no kernels for dt (a plain add, and exp for floats, take a CPU round-trip), or
+// nothing: the grid is then skipped for that dtype on that device.
+std::optional<std::string> no_kernels(const Device& dev, DType dt) {
+  if (dev.is_cpu()) return std::nullopt;
+  reset_backend_stats();
+  Tensor x = Tensor::ones({4}, DType::F32, dev).to_dtype(dt);
+  Tensor y = x.add(x);
+  if (dtype_is_float(dt)) y = y.exp();
+  y.to_device(Device::cpu());
+  auto trips = test_device::unexpected_round_trips();
+  reset_backend_stats();
+  if (trips.empty()) return std::nullopt;
+  std::string ops;
+  for (const auto& [op, n] : trips) ops += (ops.empty() ? "" : ", ") + op;
+  return dev.to_string() + " has no " + std::string(dtype_name(dt)) + " kernels (" + ops +
+         " took a CPU round-trip)";
+}
 
-TEST(OpsGrid, MatchesPyTorch) {
-  auto all = cases();
-  ASSERT_GT(all.size(), 1000u);
+void check_grid(const Device& dev, const std::string& dtype, size_t min_cases) {
+  auto all = cases(dtype);
+  ASSERT_GE(all.size(), min_cases);
+  const DType dt = grid().at(all.front().op + "/" + dtype + "/in0").dtype();
+  if (auto why = no_kernels(dev, dt)) GTEST_SKIP() << *why;
   size_t checked = 0;
   std::set<std::string> missing_ops;
   for (const Case& c : all) {
@@ -134,31 +158,54 @@ TEST(OpsGrid, MatchesPyTorch) {
     for (int i = 0; i < 3; ++i) {
       auto f = grid().find(c.op + "/" + c.dtype + "/in" + std::to_string(i));
       if (f == grid().end()) break;
-      ins.push_back(apply_layout(f->second, c.layout));
+      ins.push_back(apply_layout(f->second.to_device(dev), c.layout));
     }
     const Tensor& want = grid().at(c.op + "/" + c.dtype + "/" + c.layout);
     Tensor got;
+    reset_backend_stats();
     try {
       got = it->second(ins);
+      if (want.dtype() == DType::I64 && got.dtype() == DType::U32) got = got.to_dtype(DType::I64);
     } catch (const Error& e) {
       ADD_FAILURE() << "threw: " << e.what();
       continue;
     }
+    test_device::expect_no_round_trips(dev, c.op + "/" + c.dtype + "/" + c.layout);
     ASSERT_EQ(got.shape(), want.shape());
-    if (want.dtype() == DType::I64 && got.dtype() == DType::U32) got = got.to_dtype(DType::I64);
     ASSERT_EQ(got.dtype(), want.dtype());
+    // |got - want| <= tol max(1, |want|); the fixture has no NaN or infinity, and one in the
+    // result fails
     double tol = tolerance(want.dtype(), c.op);
-    auto g = got.to_dtype(DType::F64).flatten_to_vec<double>();
-    auto w = want.to_dtype(DType::F64).flatten_to_vec<double>();
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (std::isnan(w[i])) {
-        EXPECT_TRUE(std::isnan(g[i])) << "at " << i;
-      } else {
-        EXPECT_NEAR(g[i], w[i], tol * std::max(1.0, std::fabs(w[i]))) << "at " << i;
-      }
-    }
+    test_device::expect_close(got, want, tol, tol, "values");
     ++checked;
   }
   EXPECT_TRUE(missing_ops.empty()) << "fixture ops without a C++ mapping: " << *missing_ops.begin();
-  EXPECT_GT(checked, 1000u);
+  EXPECT_EQ(checked, all.size());
+}
+
+}  // namespace
+
+CANDLE_DEVICE_TEST_SUITE(OpsGrid);
+
+// One test per fixture dtype, so that a dtype a device lacks is a visible skip.
+CANDLE_DEVICE_TEST(OpsGrid, f32) { check_grid(dev, "f32", 200); }
+CANDLE_DEVICE_TEST(OpsGrid, f16) { check_grid(dev, "f16", 200); }
+CANDLE_DEVICE_TEST(OpsGrid, bf16) { check_grid(dev, "bf16", 200); }
+CANDLE_DEVICE_TEST(OpsGrid, f64) { check_grid(dev, "f64", 200); }
+CANDLE_DEVICE_TEST(OpsGrid, i64) { check_grid(dev, "i64", 50); }
+CANDLE_DEVICE_TEST(OpsGrid, i32) { check_grid(dev, "i32", 40); }
+CANDLE_DEVICE_TEST(OpsGrid, u8) { check_grid(dev, "u8", 20); }
+
+// Every fixture dtype has its test above, and the grid is the size it was made with.
+TEST(OpsGridFixture, EveryDtypeHasATest) {
+  std::set<std::string> dtypes;
+  size_t n = 0;
+  for (auto& [name, t] : grid()) {
+    auto a = name.find('/'), b = name.rfind('/');
+    if (name.substr(b + 1).rfind("in", 0) == 0) continue;
+    dtypes.insert(name.substr(a + 1, b - a - 1));
+    ++n;
+  }
+  EXPECT_EQ(dtypes, (std::set<std::string>{"bf16", "f16", "f32", "f64", "i32", "i64", "u8"}));
+  EXPECT_GT(n, 1000u);
 }
