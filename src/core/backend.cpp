@@ -89,7 +89,11 @@ void count_cpu_fallback(const char* op) {
   ++stats().counts[op];
 }
 
-StoragePtr BackendDevice::adopt_host(std::shared_ptr<CpuStorage> src) { return from_cpu(*src); }
+// (src by value: the interface hands the storage over; the CPU keeps it)
+StoragePtr BackendDevice::adopt_host(
+    std::shared_ptr<CpuStorage> src) {  // NOLINT(performance-unnecessary-value-param)
+  return from_cpu(*src);
+}
 StoragePtr BackendDevice::from_host(const void* data, DType dtype, size_t n) {
   auto view = CpuStorage::wrap(dtype, n, const_cast<void*>(data), nullptr);
   return from_cpu(*view);

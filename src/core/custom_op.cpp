@@ -48,6 +48,8 @@ CpuStorage& cpu_storage(const Tensor& t) {
 }
 
 // The forward's result as a tensor on `dev`, after checking that it is one.
+// (r by value: its storage is moved into the tensor)
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
 Tensor make_output(const std::string& op, OpResult r, const Device& dev) {
   auto& [storage, shape] = r;
   if (!storage) throw Error(ErrorKind::Internal, "custom op '" + op + "' returned no storage");

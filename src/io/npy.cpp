@@ -274,8 +274,10 @@ Tensor parse_npy(std::span<const std::byte> data, const Device& device, const st
       for (size_t b = 0; b < isz; ++b) dst[i * isz + b] = src[i * isz + isz - 1 - b];
   } else if (h.descr.kind == 'i') {  // i1 -> i16
     auto out = cpu->data<int16_t>();
-    for (size_t i = 0; i < count; ++i) out[i] = static_cast<int8_t>(src[i]);
-  } else {  // u2 -> u32
+    // the sign extension of i1 is the point here
+    for (size_t i = 0; i < count; ++i)
+      out[i] = static_cast<int8_t>(src[i]);  // NOLINT(bugprone-signed-char-misuse)
+  } else {                                   // u2 -> u32
     auto out = cpu->data<uint32_t>();
     for (size_t i = 0; i < count; ++i) {
       uint16_t v = load_le<uint16_t>(src + 2 * i);

@@ -224,7 +224,9 @@ Tensor make_tensor(const TensorInfo& info, std::span<const std::byte> file, uint
   switch (info.dtype.widen) {
     case Widen::I8ToI16: {
       auto cpu = CpuStorage::alloc(dt, count);
-      for (size_t i = 0; i < count; ++i) cpu->data<int16_t>()[i] = static_cast<int8_t>(src[i]);
+      // the sign extension of i8 is the point here
+      for (size_t i = 0; i < count; ++i)
+        cpu->data<int16_t>()[i] = static_cast<int8_t>(src[i]);  // NOLINT(bugprone-signed-char-misuse)
       Tensor t = Tensor::from_storage(cpu, Layout::contiguous(shape), dt, Device::cpu());
       return device.is_cpu() ? t : t.to_device(device);
     }
@@ -486,9 +488,9 @@ MmapedSafetensors::MmapedSafetensors(const std::vector<std::string>& paths)
 Tensor MmapedSafetensors::load(const std::string& name, const Device& device) const {
   auto [fi, ti] = impl_->route(name);
   const Impl::File& f = impl_->files[fi];
-  return with_context(f.label + ": loading tensor '" + name + "'", [&] {
-    return make_tensor(f.header.tensors[ti], f.map->bytes(), f.header.data_start, f.map, device);
-  });
+  const auto& info = f.header.tensors[ti];  // (a lambda may not capture a structured binding before clang 16)
+  return with_context(f.label + ": loading tensor '" + name + "'",
+                      [&] { return make_tensor(info, f.map->bytes(), f.header.data_start, f.map, device); });
 }
 
 bool MmapedSafetensors::contains(const std::string& name) const { return impl_->routing.count(name) != 0; }

@@ -22,9 +22,11 @@ class SafetensorsBackend final : public VarBuilderBackend {
     return get_unchecked(name, DType::F32, device);
   }
   Tensor get_unchecked(const std::string& name, DType, const Device& device) const override {
-    for (const auto& [path, f] : files_)
+    for (const auto& [path, file] : files_) {
+      const auto& f = file;  // (a lambda may not capture a structured binding before clang 16)
       if (f.contains(name))
         return with_context("loading tensor " + name + " from " + path, [&] { return f.load(name, device); });
+    }
     throw missing(name, all_paths());
   }
   bool contains_tensor(const std::string& name) const override {

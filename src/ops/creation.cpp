@@ -116,9 +116,11 @@ std::vector<Tensor> Tensor::meshgrid(const std::vector<Tensor>& args, bool xy_in
   if (args.size() < 2) throw Error(ErrorKind::InvalidArgument, "meshgrid requires at least two tensors");
   // As candle: xy indexing reverses the inputs, builds ij grids, and reverses the grids back.
   std::vector<const Tensor*> in;
+  in.reserve(args.size());
   for (const Tensor& t : args) in.push_back(&t);
   if (xy_indexing) std::reverse(in.begin(), in.end());
   std::vector<size_t> dims;
+  dims.reserve(in.size());
   for (const Tensor* t : in) dims.push_back(t->shape().dims1("meshgrid")[0]);
   std::vector<Tensor> grids;
   for (size_t idx = 0; idx < in.size(); ++idx) {
