@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "candle/candle.h"
+#include "test_util.h"
 #if CANDLE_TEST_WITH_VULKAN
 #include "candle/vulkan.h"
 #endif
@@ -107,23 +108,15 @@ inline void expect_no_round_trips(const Device& dev, const std::string& what,
   reset_backend_stats();
 }
 
-// |got - want| <= max(atol, rtol |want|) everywhere. A NaN or an infinity in `want` fails unless
-// `nonfinite_expected` (then got must be NaN / the same infinity): a device and its reference
-// that both give NaN where a number is expected must not pass.
+// |got - want| <= max(atol, rtol |want|) everywhere; non-finite references as
+// test_util::element_close.
 inline void expect_close(const std::vector<double>& got, const std::vector<double>& want, double atol,
                          double rtol, const std::string& what, bool nonfinite_expected = false) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    bool ok;
-    if (!std::isfinite(want[i]) && !nonfinite_expected)
-      ok = false;
-    else if (std::isnan(want[i]))
-      ok = std::isnan(got[i]);
-    else if (std::isinf(want[i]))
-      ok = got[i] == want[i];
-    else
-      ok = std::fabs(got[i] - want[i]) <= std::max(atol, rtol * std::fabs(want[i]));
+    const bool ok = test_util::element_close(got[i], want[i], std::max(atol, rtol * std::fabs(want[i])),
+                                             nonfinite_expected);
     if (!ok && ++bad <= 5)
       ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i]
                     << (std::isfinite(want[i]) ? "" : " (the reference is not finite)");

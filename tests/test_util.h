@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,26 @@
 #include "candle/candle.h"
 
 namespace candle::test_util {
+
+// The message of the candle::Error that fn throws ("" when it throws none).
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// One element of a comparison with tolerance `tol`: a NaN or an infinity in `want` fails unless
+// nonfinite_expected (then got must be NaN / the same infinity), so that a device and a reference
+// that both give NaN where a number is expected do not pass.
+inline bool element_close(double got, double want, double tol, bool nonfinite_expected) {
+  if (!std::isfinite(want) && !nonfinite_expected) return false;
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  return std::fabs(got - want) <= tol;
+}
 
 // A tensor sharing t's storage with another layout (no checks beyond the storage size).
 inline Tensor view(const Tensor& t, const Layout& l) {

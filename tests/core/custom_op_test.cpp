@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "candle/candle.h"
+#include "test_util.h"
 
 using namespace candle;
+using candle::test_util::error_of;
 
 namespace {
 
@@ -125,15 +127,6 @@ struct AddMulInPlace final : InplaceOp3 {
     for (size_t i = 0; i < l1.elem_count(); ++i) s1.data<float>()[l1.offset_of(i)] += y[i] * z[i];
   }
 };
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 const Device& cpu() {
   static Device d = Device::cpu();

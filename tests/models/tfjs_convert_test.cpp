@@ -21,6 +21,7 @@
 #include "candle/models/rdn.h"
 #include "candle/models/tfjs.h"
 #include "png_util.h"
+#include "test_util.h"
 
 namespace {
 
@@ -28,6 +29,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace candle;
 using candle::models::Rdn;
+using candle::test_util::error_of;
 
 // A synthetic RDN-like model: in(3) -> c1 3x3 same relu (4) -> concat(in, c1) (7)
 // -> c2 1x1 valid (3) -> add(c2, in) -> up x2 -> c3 3x3 same (3) -> act relu.
@@ -170,15 +172,6 @@ std::vector<float> ref_forward(const Synth& s, const std::vector<float>& in, siz
     for (size_t y = 0; y < 2 * h; ++y)
       for (size_t x = 0; x < 2 * w; ++x) up[(c * 2 * h + y) * 2 * w + x] = c2[(c * h + y / 2) * w + x / 2];
   return ref_conv(up, 3, 2 * h, 2 * w, s.k3, s.b3, 3, 3, true);
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(TfjsConvert, KernelsBecomeOihwAndBiasesStay) {

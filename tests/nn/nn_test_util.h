@@ -28,13 +28,8 @@ inline Tensor rand_f32(const Shape& shape, uint64_t seed) {
   return Tensor::rand(0.0, 1.0, shape, DType::F32, dev);
 }
 
-inline std::string error_text(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+// The message of the candle::Error that fn throws ("" when none).
+using test_util::error_of;
+inline std::string error_text(const std::function<void()>& fn) { return error_of(fn); }
 
 }  // namespace candle::nn_test

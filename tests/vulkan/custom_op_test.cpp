@@ -16,6 +16,7 @@ namespace candle {
 namespace {
 
 using namespace vk_test;
+using test_util::error_of;
 
 // y = 2 x + 1; CPU forward only.
 struct TwiceXPlusOneCpuOnly : CustomOp1 {
@@ -38,15 +39,6 @@ struct ReturnsACpuStorage final : TwiceXPlusOneCpuOnly {
     return {s.to_cpu()->affine(l, 2.0, 1.0), l.shape()};
   }
 };
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(VulkanCustomOp, ACpuOnlyOpNamesTheMissingVulkanForward) {
   VK_DEVICE_OR_SKIP(dev);

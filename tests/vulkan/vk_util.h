@@ -13,6 +13,7 @@
 #include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
 #include "candle/vulkan.h"
+#include "test_util.h"
 
 namespace candle::vk_test {
 
@@ -69,23 +70,14 @@ inline std::vector<float> as_f32(const BackendStorage& s) {
   return std::vector<float>(f->data<float>(), f->data<float>() + f->elem_count());
 }
 
-// |got - want| <= atol + rtol |want| everywhere. A NaN or an infinity in `want` fails unless
-// `nonfinite_expected` (then got must be NaN / the same infinity): a comparison whose reference is
-// itself NaN would pass however wrong the device is.
+// |got - want| <= atol + rtol |want| everywhere; non-finite references as test_util::element_close.
 inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
                          float rtol, const std::string& what, bool nonfinite_expected = false) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size() && bad < 5; ++i) {
-    bool ok;
-    if (!std::isfinite(want[i]) && !nonfinite_expected)
-      ok = false;
-    else if (std::isnan(want[i]))
-      ok = std::isnan(got[i]);
-    else if (std::isinf(want[i]))
-      ok = got[i] == want[i];
-    else
-      ok = std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]);
+    const bool ok =
+        test_util::element_close(got[i], want[i], atol + rtol * std::fabs(want[i]), nonfinite_expected);
     if (!ok) {
       ++bad;
       ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i]
