@@ -1,7 +1,7 @@
 // candle-upscale: whole-image super-resolution with a bundled residual dense network
 // (UpscalerJS's ESRGAN slim or medium, MIT). PNG / JPEG in and out.
 //
-//   candle-upscale [--model NAME|PATH] [--scale 2|3|4|8] [--device cpu|cuda|rocm|vulkan]
+//   candle-upscale [--model NAME|PATH] [--scale 2|3|4|8] [--device auto|cpu|cuda|rocm|vulkan]
 //                  [--tile N] [--max-memory MB] [--repeat N] [INPUT [OUTPUT]]
 #include <stb/stb_image.h>
 #include <stb/stb_image_write.h>
@@ -11,7 +11,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -132,19 +131,23 @@ void write_image(const fs::path& path, const std::vector<unsigned char>& px, siz
 
 int main(int argc, char** argv) {
   CLI::App app{"Image super-resolution with a residual dense network (ESRGAN slim by default)"};
-  std::string model = "esrgan-slim", device_name = "cpu", input, output;
-  size_t scale = 2, tile = 0, max_memory_mb = 2048, repeat = 1;
+  std::string model = "esrgan-slim", device_name = "auto", input, output;
+  size_t scale = 2, tile = 0, max_memory_mb = 0, repeat = 1;
   bool scale_given = false;
   app.add_option("--model", model, "bundled model name, a model directory or a .safetensors file")
       ->capture_default_str();
   app.add_option_function<size_t>(
       "--scale", [&](const size_t& s) { scale = s, scale_given = true; },
       "upscaling factor: 2, 3, 4 or 8 (default 2)");
-  app.add_option("--device", device_name, "cpu, cuda, rocm or vulkan (with an optional :N)")
+  app.add_option("--device", device_name,
+                 "auto (CUDA, else the best Vulkan GPU, else the CPU), cpu, cuda, rocm or vulkan (with an optional :N)")
       ->capture_default_str();
-  app.add_option("--tile", tile, "tile size in input pixels (0: whole image unless over --max-memory)")
+  app.add_option("--tile", tile,
+                 "tile size in input pixels, at least 16 (0: the whole image unless over the memory budget)")
       ->capture_default_str();
-  app.add_option("--max-memory", max_memory_mb, "activation memory budget in MiB for automatic tiling")
+  app.add_option("--max-memory", max_memory_mb,
+                 "activation memory budget in MiB for automatic tiling (0: 3/4 of the device's free memory, "
+                 "half the available memory on the CPU)")
       ->capture_default_str();
   app.add_option("--repeat", repeat, "run the network N times and report the best time (benchmarking)")
       ->capture_default_str()
@@ -166,8 +169,10 @@ int main(int argc, char** argv) {
       fs::path stem = default_input ? fs::path(in.stem()) : in.parent_path() / in.stem();
       output = stem.string() + "_x" + std::to_string(scale) + ".png";
     }
-    candle::Device device = candle::Device::from_name(device_name);
     fs::path mpath = model_path(model, scale);
+    std::string why;
+    candle::Device device =
+        device_name == "auto" ? candle::Device::auto_select(&why) : candle::Device::from_name(device_name);
     candle::models::Rdn net = candle::models::Rdn::load(mpath.string(), device);
     if (net.scale() != scale) {
       if (scale_given) {
@@ -185,62 +190,42 @@ int main(int argc, char** argv) {
     const size_t w = img.w, h = img.h, ow = w * scale, oh = h * scale;
     if (ow > (1u << 16) || oh > (1u << 16))
       throw Error(ErrorKind::InvalidArgument, "output would be larger than 65536 pixels on a side");
-    const double budget = double(max_memory_mb) * 1024.0 * 1024.0;
-    const double bpp = double(net.activation_bytes_per_pixel());
-    if (tile == 0 && bpp * double(w * h) > budget) {
-      // the largest tile whose extended region (core + 2 halos + alignment) fits the budget
-      size_t side = size_t(std::sqrt(budget / bpp));
-      size_t margin = 2 * net.halo() + candle::models::Rdn::kTileAlign;
-      // tiles much smaller than the halo would mostly recompute halos: keep them >= 2 halos
-      tile = std::max(side > margin ? side - margin : size_t{0}, std::max<size_t>(16, 2 * net.halo()));
-    }
-    const size_t tiles_x = tile ? (w + tile - 1) / tile : 1, tiles_y = tile ? (h + tile - 1) / tile : 1;
-    std::fprintf(
-        stderr, "%s: %zux%zu -> %zux%zu (x%zu) on %s, %s\n", input.c_str(), w, h, ow, oh, scale,
-        device_name.c_str(),
-        tiles_x * tiles_y > 1
-            ? (std::to_string(tiles_x * tiles_y) + " tiles of " + std::to_string(tile) + " px").c_str()
-            : "whole image");
+    // the tiling policy is the model's: the whole image when it fits the budget (by default
+    // from the device's free memory), else the largest tiles that do
+    const candle::models::Rdn::TilePlan plan = net.plan(h, w, uint64_t(max_memory_mb) << 20, tile);
+    // (printed once the inputs are known to be good: an error is one line)
+    if (device_name == "auto") std::fprintf(stderr, "device: %s\n", why.c_str());
+    std::fprintf(stderr, "%s: %zux%zu -> %zux%zu (x%zu) on %s, %s\n", input.c_str(), w, h, ow, oh, scale,
+                 device.to_string().c_str(),
+                 plan.tiled() ? (std::to_string(plan.tiles_x * plan.tiles_y) + " tiles of " +
+                                 std::to_string(plan.tile) + " px (budget " +
+                                 std::to_string(plan.budget_bytes >> 20) + " MiB)")
+                                    .c_str()
+                              : "whole image");
 
     candle::Tensor x =
         candle::Tensor::from_vec(img.rgb, {1, 3, h, w}, candle::Device::cpu()).to_device(device);
     img.rgb = {};
-    const bool show = tiles_x * tiles_y > 1;
     // Per run (the best of --repeat runs is reported): the compute, the forward until the device
-    // has finished it; and the network time, the compute plus the conversion of the output to
-    // 8 bits on the device and the download of those bytes. forward's output is clamped to
-    // 0..255 and rounded, so the cast (which truncates toward zero, saturates and maps NaN to 0
-    // on every device) gives its pixels exactly, a quarter of the f32 output's bytes to download.
-    std::vector<unsigned char> out;
+    // has finished it; and the network time, the compute plus the conversion of each tile to
+    // 8 bits on the device, its download and its interleaving into the output image.
+    const int channels = img.a.empty() ? 3 : 4;
+    std::vector<unsigned char> px(oh * ow * size_t(channels));
     double net_secs = 0, compute_secs = 0;
     for (size_t r = 0; r < repeat; ++r) {
       const auto n0 = std::chrono::steady_clock::now();
-      candle::Tensor y = net.forward_tiled(x, tile ? tile : std::max(w, h), [&](size_t done, size_t total) {
-        if (show) std::fprintf(stderr, "\r  tile %zu/%zu", done, total), std::fflush(stderr);
+      const double c = net.upscale(x, plan, px.data(), size_t(channels), [&](size_t done, size_t total) {
+        if (plan.tiled()) std::fprintf(stderr, "\r  tile %zu/%zu", done, total), std::fflush(stderr);
       });
-      device.synchronize();
-      const auto n1 = std::chrono::steady_clock::now();
-      if (show) std::fprintf(stderr, "\n");
-      out = y.to_dtype(candle::DType::U8).flatten_to_vec<unsigned char>();  // one download, into `out`
-      const auto n2 = std::chrono::steady_clock::now();
-      const double t = std::chrono::duration<double>(n2 - n0).count();
-      const double c = std::chrono::duration<double>(n1 - n0).count();
+      if (plan.tiled()) std::fprintf(stderr, "\n");
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - n0).count();
       if (repeat > 1) std::fprintf(stderr, "  run %zu: network %.4f s (compute %.4f s)\n", r + 1, t, c);
       net_secs = r == 0 ? t : std::min(net_secs, t);
       compute_secs = r == 0 ? c : std::min(compute_secs, c);
     }
-
-    const int channels = img.a.empty() ? 3 : 4;
-    std::vector<unsigned char> px(oh * ow * size_t(channels));
-    const size_t ohw = oh * ow;
-    for (size_t yy = 0; yy < oh; ++yy) {
-      for (size_t xx = 0; xx < ow; ++xx) {
-        const size_t i = yy * ow + xx;
-        unsigned char* p = &px[i * size_t(channels)];
-        for (size_t c = 0; c < 3; ++c) p[c] = out[c * ohw + i];
-        // alpha is upscaled by nearest neighbour
-        if (channels == 4) p[3] = img.a[(yy / scale) * w + xx / scale];
-      }
+    if (channels == 4) {  // alpha is upscaled by nearest neighbour
+      for (size_t yy = 0; yy < oh; ++yy)
+        for (size_t xx = 0; xx < ow; ++xx) px[(yy * ow + xx) * 4 + 3] = img.a[(yy / scale) * w + xx / scale];
     }
     write_image(output, px, ow, oh, channels);
 

@@ -16,6 +16,15 @@ std::string_view device_kind_name(DeviceKind kind);
 
 class BackendDevice;
 
+// The memory a device has for tensors, in bytes: free now (what this process could still
+// allocate, counting its own reusable cache as free), the total, and the largest single
+// buffer (one tensor's storage). 0 for free/total when the backend cannot tell.
+struct DeviceMemory {
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+  uint64_t max_buffer_bytes = UINT64_MAX;
+};
+
 class Device {
  public:
   // The CPU device (one per process).
@@ -29,7 +38,14 @@ class Device {
   // As above, but fall back to the CPU when the device cannot be opened.
   static Device cuda_if_available(size_t ordinal);
   static Device vulkan_if_available(size_t ordinal);
-  // "cpu", "cuda", "cuda:1", "rocm:0", "vulkan", "metal"; throws Error(InvalidArgument) otherwise.
+  // The best device present, for programs that choose for the user: CUDA when a CUDA device
+  // opens, else ROCm, else the best Vulkan adapter (its plugin's choice: never a software
+  // device, never a discrete card with only a small BAR window), else the CPU. Never throws
+  // for a missing backend; `why`, when given, receives the choice and the reasons the better
+  // kinds were passed over ("vulkan:0 (NVIDIA H200: ...)", "cpu (cuda: ...; vulkan: ...)").
+  static Device auto_select(std::string* why = nullptr);
+  // "auto" (auto_select), "cpu", "cuda", "cuda:1", "rocm:0", "vulkan", "metal"; throws
+  // Error(InvalidArgument) otherwise.
   static Device from_name(std::string_view name);
   // Opens `kind`:`ordinal` (what cuda()/vulkan()/... call).
   static Device open(DeviceKind kind, size_t ordinal);
@@ -48,6 +64,8 @@ class Device {
   void set_seed(uint64_t seed) const;
   // Waits for the device's queued work.
   void synchronize() const;
+  // Free and total tensor memory (the CPU: available system memory, within the cgroup limit).
+  DeviceMemory memory() const;
 
   BackendDevice& backend() const { return *backend_; }
   const std::shared_ptr<BackendDevice>& backend_ptr() const { return backend_; }

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <random>
 #include <string_view>
@@ -33,6 +34,7 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<DeviceKind, BackendFactory> factories;
+  std::map<DeviceKind, BackendPicker> pickers;
   std::map<std::pair<DeviceKind, size_t>, std::shared_ptr<BackendDevice>> open;
 };
 
@@ -142,10 +144,11 @@ void load_backend_library(DeviceKind kind) {
 
 }  // namespace
 
-void register_backend(DeviceKind kind, BackendFactory factory) {
+void register_backend(DeviceKind kind, BackendFactory factory, BackendPicker picker) {
   auto& r = registry();
   std::lock_guard lock(r.mu);
   r.factories[kind] = std::move(factory);
+  if (picker) r.pickers[kind] = std::move(picker);
 }
 
 Device Device::cpu() {
@@ -204,7 +207,64 @@ Device Device::vulkan_if_available(size_t ordinal) {
   }
 }
 
+namespace {
+
+// A reason cut to its first clause: auto_select's summary stays one line.
+std::string short_reason(const std::string& why) {
+  constexpr size_t kMax = 160;
+  return why.size() <= kMax ? why : why.substr(0, kMax) + "...";
+}
+
+}  // namespace
+
+Device Device::auto_select(std::string* why) {
+  std::string passed;  // why the better kinds were not chosen
+  auto note = [&](DeviceKind k, const std::string& reason) {
+    passed += (passed.empty() ? "" : "; ") + std::string(device_kind_name(k)) + ": " + short_reason(reason);
+  };
+  auto& r = registry();
+  for (DeviceKind k : {DeviceKind::Cuda, DeviceKind::Rocm, DeviceKind::Vulkan}) {
+    try {
+      bool have_factory;
+      {
+        std::lock_guard lock(r.mu);
+        have_factory = r.factories.count(k) != 0;
+      }
+      if (!have_factory) {
+        try {
+          load_backend_library(k);
+        } catch (const Error& e) {
+          const std::string file = "libcandle_" + std::string(device_kind_name(k)) + ".so";
+          // a library that is not there is the usual case: say so briefly
+          const std::string msg = e.what();
+          note(k, msg.find("cannot open shared object file") != std::string::npos ? "no " + file : msg);
+          continue;
+        }
+      }
+      BackendPicker picker;
+      {
+        std::lock_guard lock(r.mu);
+        if (auto it = r.pickers.find(k); it != r.pickers.end()) picker = it->second;
+      }
+      std::string reason;
+      std::optional<size_t> ordinal = picker ? picker(reason) : std::optional<size_t>(0);
+      if (!ordinal) {
+        note(k, reason.empty() ? "no usable device" : reason);
+        continue;
+      }
+      Device dev = open(k, *ordinal);
+      if (why) *why = dev.to_string() + " (" + dev.backend().name() + (reason.empty() ? "" : ": " + reason) + ")";
+      return dev;
+    } catch (const Error& e) {
+      note(k, e.what());
+    }
+  }
+  if (why) *why = "cpu (" + passed + ")";
+  return cpu();
+}
+
 Device Device::from_name(std::string_view name) {
+  if (name == "auto") return auto_select();
   std::string_view kind_s = name;
   size_t ordinal = 0;
   if (auto colon = name.find(':'); colon != std::string_view::npos) {
@@ -229,7 +289,7 @@ Device Device::from_name(std::string_view name) {
   }
   throw Error(ErrorKind::InvalidArgument,
               "unknown device '" + std::string(name) +
-                  "' (expected cpu, cuda[:N], rocm[:N], vulkan[:N] or metal[:N])");
+                  "' (expected auto, cpu, cuda[:N], rocm[:N], vulkan[:N] or metal[:N])");
 }
 
 DeviceKind Device::kind() const { return backend_->kind(); }
@@ -243,5 +303,6 @@ std::string Device::to_string() const {
 
 void Device::set_seed(uint64_t seed) const { backend_->set_seed(seed); }
 void Device::synchronize() const { backend_->synchronize(); }
+DeviceMemory Device::memory() const { return backend_->memory(); }
 
 }  // namespace candle

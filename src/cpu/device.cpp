@@ -1,6 +1,9 @@
 // The CPU BackendDevice: allocation and the seedable random generator.
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <random>
 #include <type_traits>
 
@@ -42,6 +45,32 @@ std::shared_ptr<CpuStorage> draw_normal(std::mt19937_64& rng, DType dtype, size_
   return draw<std::normal_distribution>(rng, dtype, n, mean, stddev, "randn");
 }
 
+// Available system memory: /proc/meminfo's MemAvailable (what can be allocated without
+// swapping), and the total, both within the cgroup v2 limit when one is set.
+DeviceMemory system_memory() {
+  DeviceMemory m;
+  std::ifstream info("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (info >> key >> kib) {
+    std::getline(info, unit);
+    if (key == "MemTotal:") m.total_bytes = kib * 1024;
+    if (key == "MemAvailable:") m.free_bytes = kib * 1024;
+  }
+  auto read_u64 = [](const char* path, uint64_t& v) {
+    std::ifstream f(path);
+    return static_cast<bool>(f >> v);  // "max" (no limit) does not parse
+  };
+  uint64_t limit = 0, used = 0;
+  if (read_u64("/sys/fs/cgroup/memory.max", limit) && limit < m.total_bytes) {
+    m.total_bytes = limit;
+    read_u64("/sys/fs/cgroup/memory.current", used);
+    m.free_bytes = std::min(m.free_bytes, limit > used ? limit - used : 0);
+  }
+  return m;
+}
+
 }  // namespace cpu
 
 namespace {
@@ -59,6 +88,7 @@ class CpuDevice final : public BackendDevice {
     return s;
   }
   StoragePtr zeros(DType dtype, size_t n) override { return CpuStorage::zeros(dtype, n); }
+  DeviceMemory memory() const override { return cpu::system_memory(); }
   StoragePtr from_cpu(const CpuStorage& src) override {
     auto out = CpuStorage::alloc(src.dtype(), src.elem_count());
     std::memcpy(out->bytes(), src.bytes(), src.nbytes());

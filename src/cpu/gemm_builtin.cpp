@@ -495,6 +495,16 @@ const IsaKernels<double>& f64_kernels(CpuIsa isa) {
   return sse;
 }
 
+// CANDLE_GEMM_KC_TUNE=N (tuning experiments only; it changes the bits): the K panel length.
+template <typename T>
+size_t kc_of(const IsaKernels<T>& ks) {
+  static const size_t tune = [] {
+    const char* v = std::getenv("CANDLE_GEMM_KC_TUNE");
+    return v ? size_t(std::strtoull(v, nullptr, 10)) : size_t{0};
+  }();
+  return tune ? tune : ks.kc;
+}
+
 const IsaKernels<float>& kernels_of(CpuIsa isa, float*) { return f32_kernels(isa); }
 const IsaKernels<double>& kernels_of(CpuIsa isa, double*) { return f64_kernels(isa); }
 
@@ -503,7 +513,7 @@ void gemm_with(CpuIsa isa, size_t m, size_t n, size_t k, MatRef<T> a, MatRef<T> 
                bool accumulate) {
   const IsaKernels<T>& ks = kernels_of(isa, static_cast<T*>(nullptr));
   const Kernel<T>& kn = ks.kernels[ks.for_shape(m, n)];
-  kn.run(kn.fn, ks.kc, m, n, k, a, nullptr, b, c, ldc, accumulate);
+  kn.run(kn.fn, kc_of(ks), m, n, k, a, nullptr, b, c, ldc, accumulate);
 }
 
 // Packed for every kernel of the ISA (n, which picks one, is not known yet; A is small).
@@ -518,7 +528,7 @@ PackedA<T> pack_with(size_t m, size_t k, MatRef<T> a) {
   for (size_t i = 0; i < ks.count; ++i) {
     const Kernel<T>& kn = ks.kernels[i];
     p.data[i].resize((m + kn.mr - 1) / kn.mr * kn.mr * k);
-    if (m > 0 && k > 0) kn.pack_a(ks.kc, m, k, a, p.data[i].data());
+    if (m > 0 && k > 0) kn.pack_a(kc_of(ks), m, k, a, p.data[i].data());
   }
   return p;
 }
@@ -529,7 +539,7 @@ void gemm_packed_with(const PackedA<T>& a, size_t n, MatRef<T> b, T* c, size_t l
   const IsaKernels<T>& ks = kernels_of(a.isa, static_cast<T*>(nullptr));
   const size_t i = ks.for_shape(a.m, n);
   const Kernel<T>& kn = ks.kernels[i];
-  kn.run(kn.fn, ks.kc, a.m, n, a.k, MatRef<T>{nullptr, 0, 0}, a.data[i].data(), b, c, ldc, accumulate);
+  kn.run(kn.fn, kc_of(ks), a.m, n, a.k, MatRef<T>{nullptr, 0, 0}, a.data[i].data(), b, c, ldc, accumulate);
 }
 
 }  // namespace

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "candle/error.h"
@@ -51,14 +51,21 @@ size_t default_limit() {
 
 class BlockCache {
  public:
-  void* take(size_t cls) {
+  // A cached block of class `cls`, else the smallest one of at most twice its size (a block
+  // that is already faulted in costs nothing to reuse; a fresh one costs its first touch of
+  // every page, which made a process's first pass slower than its later ones). Sets `got` to
+  // the block's class; nullptr when none fits.
+  void* take(size_t cls, size_t& got) {
     std::lock_guard lock(mu_);
-    auto it = free_.find(cls);
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
-    it->second.pop_back();
-    cached_ -= cls;
-    return p;
+    for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= 2 * cls; ++it) {
+      if (it->second.empty()) continue;
+      void* p = it->second.back();
+      it->second.pop_back();
+      got = it->first;
+      cached_ -= got;
+      return p;
+    }
+    return nullptr;
   }
   void give(void* p, size_t cls) {
     {
@@ -97,7 +104,7 @@ class BlockCache {
 
  private:
   std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  std::map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
   size_t limit_ = default_limit();
 };
@@ -161,8 +168,11 @@ std::shared_ptr<void> host_alloc(size_t bytes) {
     prefault(p, bytes);
     return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
-  void* p = cache().take(cls);
-  if (!p) {
+  size_t got = cls;
+  void* p = cache().take(cls, got);
+  if (p) {
+    cls = got;
+  } else {
     p = std::aligned_alloc(kHuge, cls);
     if (!p) {
       cache().clear();

@@ -82,7 +82,7 @@ struct Rdn::Impl {
   std::vector<Node> nodes;  // topological order; nodes[0] is the input, nodes.back() the output
   Device device = Device::cpu();
   size_t scale = 1;
-  size_t receptive = 0, halo = 0, bytes_per_pixel = 0, convs = 0;
+  size_t receptive = 0, halo = 0, bytes_per_pixel = 0, largest_bytes_per_pixel = 0, convs = 0;
 
   // Input pixels (per side) the output depends on; slack per spatial conv as above.
   size_t reach(size_t slack) const {
@@ -384,6 +384,11 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
         extra = in.fused ? bytes(nodes[in.inputs[0]]) + 2 * bytes(nodes[i]) : bytes(in);
       }
       peak = std::max(peak, live + extra);
+      // one buffer: a value, or the padded copy of a conv's input
+      impl->largest_bytes_per_pixel = std::max(impl->largest_bytes_per_pixel, bytes(nodes[i]));
+      if (nodes[i].op == Op::Conv)
+        impl->largest_bytes_per_pixel =
+            std::max(impl->largest_bytes_per_pixel, bytes(nodes[nodes[i].inputs[0]]) * 9 / 8);
       for (size_t in : nodes[i].inputs)
         if (nodes[in].last_use == i && !is_alias(nodes[in])) live -= bytes(nodes[in]);
     }
@@ -405,6 +410,8 @@ size_t Rdn::out_channels() const { return impl_->nodes.back().channels; }
 size_t Rdn::receptive_radius() const { return impl_->receptive; }
 size_t Rdn::halo() const { return impl_->halo; }
 size_t Rdn::activation_bytes_per_pixel() const { return impl_->bytes_per_pixel; }
+size_t Rdn::largest_activation_bytes_per_pixel() const { return impl_->largest_bytes_per_pixel; }
+const Device& Rdn::device() const { return impl_->device; }
 size_t Rdn::num_layers() const { return impl_->nodes.size(); }
 size_t Rdn::num_convs() const { return impl_->convs; }
 

@@ -276,6 +276,8 @@ struct Context::Impl : std::enable_shared_from_this<Context::Impl> {
   uint32_t qfam = 0;
   uint32_t mem_type = 0;
   bool mem_cached = false;
+  uint32_t heap = 0;        // the heap of mem_type
+  bool has_budget = false;  // VK_EXT_memory_budget
   int32_t staging_type = -1;
   vk::CommandPool cmd_pool;
   vk::PipelineCache pcache;
@@ -668,6 +670,9 @@ std::shared_ptr<Context> Context::open(size_t index) {
     if (t < 0) fail("no usable memory type on " + impl->name);
     impl->mem_type = static_cast<uint32_t>(t);
     impl->mem_cached = bool(mem.memoryTypes[t].propertyFlags & kCached);
+    impl->heap = mem.memoryTypes[t].heapIndex;
+    impl->has_budget =
+        props.apiVersion >= VK_API_VERSION_1_1 && has_extension(impl->pd, "VK_EXT_memory_budget");
     if (!impl->mem_cached) impl->staging_type = pick_type(mem, kHV | kHC | kCached, {}, 0);
     // Default: 1 GiB, or 1/16 of the tensor memory's heap when that is larger. A fresh block
     // costs a driver allocation and mapping: on the H200 (143 GB heap), the medium x4 upscaler
@@ -743,6 +748,26 @@ std::shared_ptr<Context> Context::open(size_t index) {
     for (int i = 0; i < 3; ++i) f.max_groups[i] = props.limits.maxComputeWorkGroupCount[i];
     return std::shared_ptr<Context>(new Context(std::move(impl)));
   });
+}
+
+DeviceMemory Context::memory() const {
+  const uint32_t heap = impl_->heap;
+  DeviceMemory m;
+  m.max_buffer_bytes = std::min<uint64_t>(impl_->feat.max_range, impl_->feat.max_alloc);
+  const uint64_t cached = counters().cached_bytes, live = counters().live_bytes;
+  if (impl_->has_budget) {
+    auto chain = impl_->pd.getMemoryProperties2<vk::PhysicalDeviceMemoryProperties2,
+                                                vk::PhysicalDeviceMemoryBudgetPropertiesEXT>();
+    const auto& props = chain.get<vk::PhysicalDeviceMemoryProperties2>().memoryProperties;
+    const auto& budget = chain.get<vk::PhysicalDeviceMemoryBudgetPropertiesEXT>();
+    m.total_bytes = props.memoryHeaps[heap].size;
+    const uint64_t b = budget.heapBudget[heap], u = budget.heapUsage[heap];
+    m.free_bytes = std::min<uint64_t>(m.total_bytes, (b > u ? b - u : 0) + cached);
+  } else {
+    m.total_bytes = impl_->pd.getMemoryProperties().memoryHeaps[heap].size;
+    m.free_bytes = m.total_bytes > live ? m.total_bytes - live : 0;  // live excludes the cache
+  }
+  return m;
 }
 
 Context::Context(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

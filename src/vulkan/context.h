@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "candle/device.h"
+
 namespace candle::vk_backend {
 
 // A device buffer (storage buffer, host-visible memory); defined in context.cpp. Freed blocks
@@ -47,6 +49,10 @@ class Context {
   const std::string& name() const;
   size_t index() const;
   const Features& features() const;
+  // Free / total bytes of the heap tensors live in (VK_EXT_memory_budget's budget less the
+  // heap's usage, where the driver has it; else the heap less this process's live blocks), the
+  // blocks this process keeps cached counted as free; max_buffer_bytes: the largest binding.
+  DeviceMemory memory() const;
 
   // A block of at least `bytes` (uninitialised), from the cache when one fits.
   BlockPtr alloc(size_t bytes);

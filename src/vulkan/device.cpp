@@ -137,9 +137,11 @@ void reset_stats() {
 extern "C" uint32_t candle_backend_abi_version() { return CANDLE_BACKEND_ABI_VERSION; }
 extern "C" const char* candle_backend_core_version() { return CANDLE_VERSION_STRING; }
 extern "C" void candle_backend_register() {
-  candle::register_backend(candle::DeviceKind::Vulkan,
-                           [](size_t ordinal) -> std::shared_ptr<candle::BackendDevice> {
-                             return std::make_shared<candle::vk_backend::VulkanDevice>(
-                                 candle::vk_backend::Context::open(ordinal), ordinal);
-                           });
+  candle::register_backend(
+      candle::DeviceKind::Vulkan,
+      [](size_t ordinal) -> std::shared_ptr<candle::BackendDevice> {
+        return std::make_shared<candle::vk_backend::VulkanDevice>(candle::vk_backend::Context::open(ordinal),
+                                                                  ordinal);
+      },
+      [](std::string& why) { return candle::vulkan::best_adapter(&why); });
 }

@@ -27,6 +27,7 @@ class VulkanDevice final : public BackendDevice, public std::enable_shared_from_
   StoragePtr rand_uniform(DType dtype, size_t n, double lo, double up) override;
   StoragePtr rand_normal(DType dtype, size_t n, double mean, double stddev) override;
   void synchronize() override { ctx_->synchronize(); }
+  DeviceMemory memory() const override { return ctx_->memory(); }
 
   Context& ctx() const { return *ctx_; }
   // A new storage of n elements (uninitialised).

@@ -146,6 +146,31 @@ TEST(Device, UnknownAndMissing) {
   EXPECT_TRUE(Device::cuda_if_available(0).is_cpu() || Device::cuda_if_available(0).is_cuda());
 }
 
+// auto_select never throws and never picks a software Vulkan device (lavapipe in CI: the CPU
+// then); it says why.
+TEST(Device, AutoSelectSaysWhyAndSkipsSoftwareDevices) {
+  std::string why;
+  Device dev = Device::auto_select(&why);
+  EXPECT_EQ(why.rfind(dev.to_string(), 0), 0u) << why;  // the choice comes first
+  if (dev.is_cpu()) {
+    // every better kind was passed over with a reason
+    for (const char* kind : {"cuda: ", "rocm: ", "vulkan: "})
+      EXPECT_NE(why.find(kind), std::string::npos) << why;
+  }
+  EXPECT_EQ(Device::from_name("auto").to_string(), dev.to_string());
+  if (dev.is_vulkan()) {
+    EXPECT_EQ(why.find("software"), std::string::npos) << why;
+  }
+}
+
+// The CPU's memory is the system's: some free, no more than the total.
+TEST(Device, CpuMemoryIsTheSystemsAvailableMemory) {
+  DeviceMemory m = Device::cpu().memory();
+  EXPECT_GT(m.total_bytes, uint64_t{64} << 20);
+  EXPECT_GT(m.free_bytes, 0u);
+  EXPECT_LE(m.free_bytes, m.total_bytes);
+}
+
 TEST(Var, SetWritesInPlace) {
   auto dev = Device::cpu();
   Var v = Var::zeros({2}, DType::F32, dev);

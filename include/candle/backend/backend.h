@@ -104,6 +104,8 @@ class BackendDevice {
   virtual StoragePtr rand_uniform(DType dtype, size_t n, double lo, double up) = 0;
   virtual StoragePtr rand_normal(DType dtype, size_t n, double mean, double stddev) = 0;
   virtual void synchronize() {}
+  // Free / total tensor memory (Device::memory()). Default: unknown (zeros).
+  virtual DeviceMemory memory() const { return {}; }
 };
 
 class BackendStorage {

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "candle/device.h"
 #include "candle/version.h"
@@ -28,14 +30,18 @@
 // BackendDevice / BackendStorage and the types they take (backend.h, cpu_storage.h), and the
 // entry points here. Bump it with every change to that interface, however small: a plugin
 // built for another number is refused instead of calling through a stale vtable.
-#define CANDLE_BACKEND_ABI_VERSION 1
+#define CANDLE_BACKEND_ABI_VERSION 2
 
 namespace candle {
 
 // A backend library registers a factory for its kind from candle_backend_register();
 // Device::open calls it for each ordinal it has not opened yet.
 using BackendFactory = std::function<std::shared_ptr<BackendDevice>(size_t ordinal)>;
-void register_backend(DeviceKind kind, BackendFactory factory);
+// Optional: the ordinal Device::auto_select() should open for this kind, or nullopt when none
+// is worth using (it then sets `why` to the reason); without a picker auto_select tries
+// ordinal 0.
+using BackendPicker = std::function<std::optional<size_t>(std::string& why)>;
+void register_backend(DeviceKind kind, BackendFactory factory, BackendPicker picker = {});
 
 }  // namespace candle
 

@@ -59,6 +59,38 @@ class Rdn {
   static constexpr size_t kTileAlign = 8;
   // Peak bytes of live activations per input pixel (f32), for choosing a tile size.
   size_t activation_bytes_per_pixel() const;
+  // The bytes per input pixel of the largest single activation (one buffer on the device).
+  size_t largest_activation_bytes_per_pixel() const;
+  // The device the weights are on.
+  const Device& device() const;
+
+  // The tiling policy: how upscale() splits an image.
+  struct TilePlan {
+    size_t tile = 0;  // input pixels per tile side (the longer image side when not tiled)
+    size_t tiles_x = 1, tiles_y = 1;
+    uint64_t budget_bytes = 0;  // the activation memory it was planned for
+    bool tiled() const { return tiles_x * tiles_y > 1; }
+  };
+  // Tiles are never smaller than this many input pixels per side (nor than 2 halos): smaller
+  // ones would mostly recompute their halos.
+  static constexpr size_t kMinTile = 16;
+  // The default activation budget on the model's device: 3/4 of its free memory (the CPU: half
+  // of the available system memory), or 2 GiB where the device cannot tell.
+  uint64_t default_budget() const;
+  // The plan for an h x w image: the whole image when its activations (and its largest buffer)
+  // fit `budget_bytes` (0: default_budget()), else the largest square tiles that fit. `tile`
+  // forces a tile size (at least kMinTile). Throws Error(InvalidArgument) when even the
+  // smallest tile does not fit the budget, naming both.
+  TilePlan plan(size_t h, size_t w, uint64_t budget_bytes = 0, size_t tile = 0) const;
+  // Upscales `image` ([1, c, h, w] f32, 0..255, on any device) as `plan` says, writing each tile
+  // into `out` as soon as it is done: 8-bit pixels, interleaved, `pixel_stride` bytes per pixel
+  // (>= out_channels(); channels beyond are left as they are), (h * scale) x (w * scale) pixels
+  // row-major. The network's f32 output never exists whole, so the peak memory is the plan's
+  // budget plus `out`. Returns the seconds spent in the network until the device finished
+  // (the rest is conversion to 8 bits, download and interleaving). `progress(done, total)`
+  // is called after each tile.
+  double upscale(const Tensor& image, const TilePlan& plan, uint8_t* out, size_t pixel_stride,
+                 const std::function<void(size_t, size_t)>& progress = {}) const;
   // The number of layers and of conv layers.
   size_t num_layers() const;
   size_t num_convs() const;
