@@ -3,8 +3,8 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <string>
 #include <random>
+#include <string>
 #include <type_traits>
 
 #include "candle/backend/cpu_storage.h"
