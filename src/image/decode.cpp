@@ -157,6 +157,19 @@ Info png_info_of(const PngReader& r) {
 
 Image png_decode(std::span<const uint8_t> data, const DecodeOptions& opts, std::string_view name, bool pixels,
                  Info* info_out) {
+  // The size from IHDR (which must come first) before libpng sees the file: a header alone, or a
+  // file cut after it, is refused for its size rather than for its end.
+  if (data.size() >= 24 && std::memcmp(data.data() + 12, "IHDR", 4) == 0) {
+    auto be32 = [&](size_t at) {
+      return size_t(data[at]) << 24 | size_t(data[at + 1]) << 16 | size_t(data[at + 2]) << 8 |
+             size_t(data[at + 3]);
+    };
+    Info early;
+    early.width = be32(16), early.height = be32(20);
+    const bool alpha = data.size() > 25 && (data[25] & PNG_COLOR_MASK_ALPHA) != 0;
+    // at least 3 bytes a pixel (a tRNS chunk may add alpha later: checked again below)
+    check_limits(early, alpha ? 4 : 3, opts, name);
+  }
   PngReader r;
   r.data = data.data(), r.size = data.size();
   PngGuard guard{&r};
