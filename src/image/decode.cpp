@@ -336,14 +336,14 @@ Image jpeg_decode(std::span<const uint8_t> data, const DecodeOptions& opts, std:
 }
 
 const char* other_format(std::span<const uint8_t> d) {
-  auto starts = [&](const char* s) {
-    const size_t n = std::strlen(s);
-    return d.size() >= n && std::memcmp(d.data(), s, n) == 0;
+  auto starts = [&](std::string_view s) {
+    return d.size() >= s.size() && std::memcmp(d.data(), s.data(), s.size()) == 0;
   };
+  using namespace std::string_view_literals;
   if (starts("BM")) return "BMP";
   if (starts("GIF87a") || starts("GIF89a")) return "GIF";
   if (starts("RIFF") && d.size() >= 12 && std::memcmp(d.data() + 8, "WEBP", 4) == 0) return "WebP";
-  if (starts("II*") || starts("MM\0*")) return "TIFF";
+  if (starts("II*\0"sv) || starts("MM\0*"sv)) return "TIFF";
   if (d.size() >= 2 && d[0] == 'P' && d[1] >= '1' && d[1] <= '7') return "PNM";
   if (starts("8BPS")) return "PSD";
   if (starts("qoif")) return "QOI";
