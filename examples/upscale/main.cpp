@@ -2,9 +2,8 @@
 // (UpscalerJS's ESRGAN slim or medium, MIT). PNG / JPEG in and out.
 //
 //   candle-upscale [--model NAME|PATH] [--scale 2|3|4|8] [--device auto|cpu|cuda|rocm|vulkan]
-//                  [--tile N] [--max-memory MB] [--repeat N] [INPUT [OUTPUT]]
-#include <stb/stb_image.h>
-#include <stb/stb_image_write.h>
+//                  [--tile N] [--max-memory MB] [--repeat N] [--max-pixels N]
+//                  [--png-level 0-9] [--jpeg-quality 1-100] [INPUT [OUTPUT]]
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "candle/candle.h"
+#include "candle/image.h"
 #include "candle/models/rdn.h"
 
 namespace fs = std::filesystem;
@@ -78,53 +78,27 @@ struct Image {
   std::vector<unsigned char> a;  // alpha (h * w) or empty
 };
 
-Image load_image(const fs::path& path) {
+// PNG or JPEG (by its signature), its size checked against --max-pixels before decoding
+Image load_image(const fs::path& path, const candle::image::DecodeOptions& opts) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw Error(ErrorKind::Io, "input not found: " + path.string());
-  int w = 0, h = 0, n = 0;
-  if (!stbi_info(path.c_str(), &w, &h, &n)) {
-    throw Error(ErrorKind::Parse,
-                "not a supported image (PNG, JPEG, BMP, GIF, TGA, PSD, PNM): " + path.string());
-  }
-  unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 4);
-  if (!px) throw Error(ErrorKind::Parse, "cannot decode " + path.string() + ": " + stbi_failure_reason());
+  const candle::image::Image px = candle::image::read(path.string(), opts);  // RGB or RGBA
   Image img;
-  img.w = static_cast<size_t>(w), img.h = static_cast<size_t>(h);
-  const size_t hw = img.w * img.h;
+  img.w = px.width, img.h = px.height;
+  const size_t hw = img.w * img.h, n = px.channels;
   img.rgb.resize(3 * hw);
-  const bool alpha = n == 2 || n == 4;
-  if (alpha) img.a.resize(hw);
+  if (n == 4) img.a.resize(hw);
   for (size_t i = 0; i < hw; ++i) {
-    for (size_t c = 0; c < 3; ++c) img.rgb[c * hw + i] = px[4 * i + c];
-    if (alpha) img.a[i] = px[4 * i + 3];
+    for (size_t c = 0; c < 3; ++c) img.rgb[c * hw + i] = px.pixels[n * i + c];
+    if (n == 4) img.a[i] = px.pixels[4 * i + 3];
   }
-  stbi_image_free(px);
   return img;
 }
 
-void write_image(const fs::path& path, const std::vector<unsigned char>& px, size_t w, size_t h,
-                 int channels) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (ext != ".png" && ext != ".jpg" && ext != ".jpeg") {
-    throw Error(ErrorKind::InvalidArgument,
-                "unsupported output format '" + ext + "' (use .png, .jpg or .jpeg)");
-  }
-  // written next to the target and renamed: an existing output is only ever replaced whole
-  fs::path tmp = path;
-  tmp += ".tmp-" + std::to_string(::getpid());
-  int ok = ext == ".png" ? stbi_write_png(tmp.c_str(), int(w), int(h), channels, px.data(), int(w) * channels)
-                         : stbi_write_jpg(tmp.c_str(), int(w), int(h), channels, px.data(), 95);
-  std::error_code ec;
-  if (!ok) {
-    fs::remove(tmp, ec);
-    throw Error(ErrorKind::Io, "cannot write " + path.string());
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(ErrorKind::Io, "cannot write " + path.string() + ": " + ec.message());
-  }
+// by the extension (checked before the compute), through a temporary file renamed over the target
+void write_image(const fs::path& path, const std::vector<unsigned char>& px, size_t w, size_t h, int channels,
+                 const candle::image::EncodeOptions& opts) {
+  candle::image::write(path.string(), px.data(), w, h, size_t(channels), opts);
 }
 
 }  // namespace
@@ -134,13 +108,16 @@ int main(int argc, char** argv) {
   std::string model = "esrgan-slim", device_name = "auto", input, output;
   size_t scale = 2, tile = 0, max_memory_mb = 0, repeat = 1;
   bool scale_given = false;
+  candle::image::DecodeOptions decode_opts;
+  candle::image::EncodeOptions encode_opts;
   app.add_option("--model", model, "bundled model name, a model directory or a .safetensors file")
       ->capture_default_str();
   app.add_option_function<size_t>(
       "--scale", [&](const size_t& s) { scale = s, scale_given = true; },
       "upscaling factor: 2, 3, 4 or 8 (default 2)");
   app.add_option("--device", device_name,
-                 "auto (CUDA, else the best Vulkan GPU, else the CPU), cpu, cuda, rocm or vulkan (with an optional :N)")
+                 "auto (CUDA, else the best Vulkan GPU, else the CPU), cpu, cuda, rocm or vulkan (with an "
+                 "optional :N)")
       ->capture_default_str();
   app.add_option("--tile", tile,
                  "tile size in input pixels, at least 16 (0: the whole image unless over the memory budget)")
@@ -152,6 +129,16 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "run the network N times and report the best time (benchmarking)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-pixels", decode_opts.max_pixels,
+                 "largest input (width x height) decoded; more is refused as a possible decompression bomb")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--png-level", encode_opts.png_level, "PNG compression level 0-9 (1: fast)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 9));
+  app.add_option("--jpeg-quality", encode_opts.jpeg_quality, "JPEG quality 1-100")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   app.add_option("input", input, "PNG or JPEG image (default: the bundled fixture.png)");
   app.add_option("output", output, "output .png/.jpg (default: <input>_x<scale>.png)");
   CLI11_PARSE(app, argc, argv);
@@ -162,6 +149,11 @@ int main(int argc, char** argv) {
       throw Error(ErrorKind::InvalidArgument,
                   "unsupported scale " + std::to_string(scale) + " (use 2, 3, 4 or 8)");
     }
+    if (tile != 0 && tile < 16) {
+      throw Error(
+          ErrorKind::InvalidArgument,
+          "--tile " + std::to_string(tile) + " is too small (at least 16 pixels, or 0 for automatic tiling)");
+    }
     bool default_input = input.empty();
     if (default_input) input = (models_dir() / "esrgan-slim" / "fixture.png").string();
     if (output.empty()) {
@@ -169,6 +161,7 @@ int main(int argc, char** argv) {
       fs::path stem = default_input ? fs::path(in.stem()) : in.parent_path() / in.stem();
       output = stem.string() + "_x" + std::to_string(scale) + ".png";
     }
+    candle::image::check_output_path(output);  // before the model and the compute
     fs::path mpath = model_path(model, scale);
     std::string why;
     candle::Device device =
@@ -186,10 +179,13 @@ int main(int argc, char** argv) {
       throw Error(ErrorKind::UnsupportedOp, "model " + mpath.string() + " is not an RGB -> RGB network");
     }
 
-    Image img = load_image(input);
+    Image img = load_image(input, decode_opts);
     const size_t w = img.w, h = img.h, ow = w * scale, oh = h * scale;
-    if (ow > (1u << 16) || oh > (1u << 16))
-      throw Error(ErrorKind::InvalidArgument, "output would be larger than 65536 pixels on a side");
+    if (ow > candle::image::kMaxSide || oh > candle::image::kMaxSide) {
+      throw Error(
+          ErrorKind::InvalidArgument,
+          "output would be larger than " + std::to_string(candle::image::kMaxSide) + " pixels on a side");
+    }
     // the tiling policy is the model's: the whole image when it fits the budget (by default
     // from the device's free memory), else the largest tiles that do
     const candle::models::Rdn::TilePlan plan = net.plan(h, w, uint64_t(max_memory_mb) << 20, tile);
@@ -227,7 +223,7 @@ int main(int argc, char** argv) {
       for (size_t yy = 0; yy < oh; ++yy)
         for (size_t xx = 0; xx < ow; ++xx) px[(yy * ow + xx) * 4 + 3] = img.a[(yy / scale) * w + xx / scale];
     }
-    write_image(output, px, ow, oh, channels);
+    write_image(output, px, ow, oh, channels, encode_opts);
 
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     struct rusage ru {};

@@ -6,8 +6,8 @@
 
 #include <cstdlib>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string_view>
 #include <vector>
@@ -253,7 +253,8 @@ Device Device::auto_select(std::string* why) {
         continue;
       }
       Device dev = open(k, *ordinal);
-      if (why) *why = dev.to_string() + " (" + dev.backend().name() + (reason.empty() ? "" : ": " + reason) + ")";
+      if (why)
+        *why = dev.to_string() + " (" + dev.backend().name() + (reason.empty() ? "" : ": " + reason) + ")";
       return dev;
     } catch (const Error& e) {
       note(k, e.what());

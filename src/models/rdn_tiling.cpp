@@ -76,7 +76,8 @@ double Rdn::upscale(const Tensor& image, const TilePlan& plan, uint8_t* out, siz
                                        ", h, w], got " + image.shape().to_string());
   }
   if (pixel_stride < c)
-    fail(ErrorKind::InvalidArgument, "pixel stride " + std::to_string(pixel_stride) + " < " + std::to_string(c));
+    fail(ErrorKind::InvalidArgument,
+         "pixel stride " + std::to_string(pixel_stride) + " < " + std::to_string(c));
   const size_t h = image.dim(2), w = image.dim(3), tile = plan.tile, ow = w * s;
   if (tile == 0) fail(ErrorKind::InvalidArgument, "tile size 0");
   const size_t ny = (h + tile - 1) / tile, nx = (w + tile - 1) / tile, hl = halo();
@@ -94,8 +95,8 @@ double Rdn::upscale(const Tensor& image, const TilePlan& plan, uint8_t* out, siz
       const size_t x0 = tx * tile, x1 = std::min(w, x0 + tile);
       const auto [ex0, ex1] = nx > 1 ? extend(x0, x1, w) : std::pair<size_t, size_t>{0, w};
       const auto t0 = std::chrono::steady_clock::now();
-      Tensor patch = (ny > 1 || nx > 1) ? image.narrow(2, ey0, ey1 - ey0).narrow(3, ex0, ex1 - ex0).contiguous()
-                                        : image;
+      Tensor patch =
+          (ny > 1 || nx > 1) ? image.narrow(2, ey0, ey1 - ey0).narrow(3, ex0, ex1 - ex0).contiguous() : image;
       Tensor up = forward(patch);
       device().synchronize();
       compute += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,4 +1,4 @@
-// PNG decoding for the model tests (stb_image, compiled into the test binary).
+// PNG decoding for the model tests (candle::image).
 #pragma once
 
 #include <string>

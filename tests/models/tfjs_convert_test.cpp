@@ -17,6 +17,7 @@
 #include <string>
 
 #include "candle/candle.h"
+#include "candle/image.h"
 #include "candle/io/safetensors.h"
 #include "candle/models/rdn.h"
 #include "candle/models/tfjs.h"
@@ -401,6 +402,89 @@ TEST(UpscaleProgram, ExistingOutputIsReplacedWhole) {
   EXPECT_NE(r.err.find("peak memory"), std::string::npos) << r.err;
   Tensor img = test_models::load_rgb(out);
   EXPECT_EQ(img.dims(), (std::vector<size_t>{1, 3, 256, 256}));
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+// The output path and the options are checked first: with a model that does not exist, their
+// errors (not "model not found") come out, and nothing is written.
+TEST(UpscaleProgram, OutputAndOptionsAreCheckedBeforeTheModelLoads) {
+  fs::path exe = program("candle-upscale");
+  if (exe.empty()) GTEST_SKIP() << "candle-upscale is not built (CANDLE_BUILD_EXAMPLES=OFF)";
+  fs::path dir = temp_dir("cli_early");
+  fs::create_directories(dir / "isdir.png");
+  const std::string in = std::string(CANDLE_TEST_DATA_DIR) + "/../../models/esrgan-slim/fixture.png ";
+  const std::string no_model = "--model " + (dir / "nope.safetensors").string() + " ";
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {no_model + in + (dir / "missing" / "o.png").string(),
+       "cannot write " + (dir / "missing" / "o.png").string() + ": directory " + (dir / "missing").string() +
+           ": No such file or directory"},
+      {no_model + in + (dir / "o.bmp").string(), "unsupported output format '.bmp'"},
+      {no_model + in + (dir / "isdir.png").string(), "isdir.png: Is a directory"},
+      {no_model + "--tile 8 " + in + (dir / "o.png").string(), "--tile 8 is too small"},
+  };
+  for (const auto& c : cases) {
+    ProgramResult r = run(exe.string() + " " + c.args);
+    EXPECT_EQ(r.rc, 1) << c.args;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "o.png"));
+  EXPECT_FALSE(fs::exists(dir / "o.bmp"));
+}
+
+TEST(UpscaleProgram, LargeAndForeignInputsAreRefused) {
+  fs::path exe = program("candle-upscale");
+  if (exe.empty()) GTEST_SKIP() << "candle-upscale is not built (CANDLE_BUILD_EXAMPLES=OFF)";
+  fs::path dir = temp_dir("cli_hostile");
+  fs::create_directories(dir);
+  const std::string fixture = std::string(CANDLE_TEST_DATA_DIR) + "/../../models/esrgan-slim/fixture.png";
+  test_models::write_text((dir / "bomb.ppm").string(), "P6\n16000 16000\n255\n");
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"--max-pixels 1000 " + fixture + " " + (dir / "o.png").string(),
+       "128x128 is 16384 pixels, over the limit of 1000 (a decompression bomb? raise the limit with "
+       "--max-pixels)"},
+      {(dir / "bomb.ppm").string() + " " + (dir / "o.png").string(),
+       "a PNM file is not a supported image (PNG or JPEG are accepted)"},
+  };
+  for (const auto& c : cases) {
+    ProgramResult r = run(exe.string() + " " + c.args);
+    EXPECT_EQ(r.rc, 1) << c.args;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "o.png"));
+}
+
+// JPEG in, JPEG out with --jpeg-quality; PNG out with --png-level into an existing file whose
+// permission bits stay.
+TEST(UpscaleProgram, JpegAndPngOptionsEndToEnd) {
+  fs::path exe = program("candle-upscale");
+  if (exe.empty()) GTEST_SKIP() << "candle-upscale is not built (CANDLE_BUILD_EXAMPLES=OFF)";
+  fs::path dir = temp_dir("cli_jpeg");
+  fs::create_directories(dir);
+  const std::string models = std::string(CANDLE_TEST_DATA_DIR) + "/../../models/esrgan-slim/";
+  const image::Image fixture = image::read(models + "fixture.png");
+  const std::string in = (dir / "in.jpg").string(), out = (dir / "out.jpeg").string();
+  image::write(in, fixture);
+  ProgramResult r = run(exe.string() + " --jpeg-quality 80 " + in + " " + out);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  const image::Info info = image::probe_file(out);
+  EXPECT_EQ(info.format, image::Format::Jpeg);
+  EXPECT_EQ(info.width, 256u);
+  const std::string png = (dir / "out.png").string();
+  test_models::write_text(png, "old");
+  fs::permissions(png, fs::perms::owner_read | fs::perms::owner_write);
+  r = run(exe.string() + " --png-level 6 " + models + "fixture.png " + png);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  Tensor got = test_models::load_rgb(png), want = test_models::load_rgb(models + "samples/2x/result.png");
+  ASSERT_EQ(got.dims(), want.dims());
+  EXPECT_LE(got.sub(want).abs().max_all().to_scalar<float>(), 1.0f);
+  EXPECT_EQ(fs::status(png).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
 }
