@@ -4,7 +4,9 @@
 // cpu/ew_iter.h turns the common cases into runs with operand strides 1/1 (contiguous),
 // 1/0 (rhs broadcast along rows, a scalar rhs) or 0/1, each a vectorizable loop.
 // Must precede the includes: see CANDLE_EW_KERNEL in cpu/ew_iter.h.
+#if !defined(__clang__)  // (clang: no such pragma; the fuzz build does not need it)
 #pragma GCC optimize("fp-contract=off", "no-trapping-math", "no-math-errno")
+#endif
 
 #include <cmath>
 #include <string>

@@ -17,6 +17,7 @@
 
 #include "candle/backend/cpu_storage.h"
 #include "candle/utils.h"
+#include "cpu/clones.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm.h"
 #include "cpu/im2col.h"
@@ -182,7 +183,7 @@ bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* b
 }
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define CANDLE_CONV_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CANDLE_CONV_CLONES CANDLE_TARGET_CLONES
 #else
 #define CANDLE_CONV_CLONES
 #endif

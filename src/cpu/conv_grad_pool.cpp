@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "candle/backend/cpu_storage.h"
+#include "cpu/clones.h"
 #include "cpu/dense.h"
 #include "cpu/max2x2.h"
 #include "cpu/parallel.h"
@@ -81,7 +82,7 @@ StoragePtr per_plane(const CpuStorage& gs, const Layout& gl, size_t planes, size
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define CANDLE_POOLGRAD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CANDLE_POOLGRAD_CLONES CANDLE_TARGET_CLONES
 #else
 #define CANDLE_POOLGRAD_CLONES
 #endif
@@ -214,7 +215,9 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
     throw Error(ErrorKind::Internal,
                 std::string(op) + ": grad_out is not a cpu storage of the input's dtype");
   }
-  auto [b, c, h, w] = x_l.shape().dims4(op);
+  // (named values, not a structured binding: clang before 16 cannot capture bindings in lambdas)
+  const auto d4 = x_l.shape().dims4(op);
+  const size_t b = d4[0], c = d4[1], h = d4[2], w = d4[3];
   cpu::check_pool(op, h, w, k, st);
   cpu::check_bounds(op, x_l, *this);
   const size_t oh = (h - k[0]) / st[0] + 1, ow = (w - k[1]) / st[1] + 1;
@@ -308,7 +311,9 @@ StoragePtr CpuStorage::max_pool2d_grad(const Layout& x_l, const BackendStorage& 
 StoragePtr CpuStorage::avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in_w, std::array<size_t, 2> k,
                                        std::array<size_t, 2> st) const {
   const char* op = "avg_pool2d_grad";
-  auto [b, c, oh, ow] = g_l.shape().dims4(op);
+  // (named values, not a structured binding: clang before 16 cannot capture bindings in lambdas)
+  const auto d4 = g_l.shape().dims4(op);
+  const size_t b = d4[0], c = d4[1], oh = d4[2], ow = d4[3];
   cpu::check_pool(op, in_h, in_w, k, st);
   if (oh != (in_h - k[0]) / st[0] + 1 || ow != (in_w - k[1]) / st[1] + 1) {
     throw Error(ErrorKind::Internal, std::string(op) + ": grad_out layout " + g_l.shape().to_string() +
@@ -358,7 +363,9 @@ StoragePtr CpuStorage::upsample_nearest1d_grad(const Layout& g_l, size_t in_l) c
 
 StoragePtr CpuStorage::upsample_nearest2d_grad(const Layout& g_l, size_t in_h, size_t in_w) const {
   const char* op = "upsample_nearest2d_grad";
-  auto [b, c, out_h, out_w] = g_l.shape().dims4(op);
+  // (named values, not a structured binding: clang before 16 cannot capture bindings in lambdas)
+  const auto d4 = g_l.shape().dims4(op);
+  const size_t b = d4[0], c = d4[1], out_h = d4[2], out_w = d4[3];
   return nearest_grad(*this, g_l, b, c, in_h, in_w, out_h, out_w, op);
 }
 
@@ -366,7 +373,9 @@ StoragePtr CpuStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, 
                                                 bool align_corners, std::optional<double> scale_h,
                                                 std::optional<double> scale_w) const {
   const char* op = "upsample_bilinear2d_grad";
-  auto [b, c, out_h, out_w] = g_l.shape().dims4(op);
+  // (named values, not a structured binding: clang before 16 cannot capture bindings in lambdas)
+  const auto d4 = g_l.shape().dims4(op);
+  const size_t b = d4[0], c = d4[1], out_h = d4[2], out_w = d4[3];
   if ((in_h == 0 || in_w == 0) && out_h * out_w != 0) {
     throw Error(ErrorKind::Internal, std::string(op) + ": empty input with a non-empty output");
   }

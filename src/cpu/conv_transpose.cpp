@@ -32,12 +32,13 @@
 
 #include "candle/backend/cpu_storage.h"
 #include "candle/utils.h"
+#include "cpu/clones.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 #include "cpu/strided.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
-#define CANDLE_CONVT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CANDLE_CONVT_CLONES CANDLE_TARGET_CLONES
 #else
 #define CANDLE_CONVT_CLONES
 #endif

@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "candle/utils.h"
+#include "cpu/clones.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
-#define CANDLE_WG_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CANDLE_WG_CLONES CANDLE_TARGET_CLONES
 #else
 #define CANDLE_WG_CLONES
 #endif
@@ -23,7 +24,8 @@
 namespace candle::cpu {
 namespace {
 
-constexpr size_t kTile = 4, kIn = 6, kXi = 36;
+constexpr size_t kTile = 4, kXi = 36;
+[[maybe_unused]] constexpr size_t kIn = 6;  // (unused where no ISA clone reads it)
 // Target bytes of one worker's V and M panels.
 constexpr size_t kWinogradBlockBytes = size_t{3} << 20;
 

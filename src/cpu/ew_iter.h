@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "candle/layout.h"
+#include "cpu/clones.h"
 #include "cpu/parallel.h"
 
 // Hot loops: one clone per ISA level, picked at load time. The files that use it start with
@@ -21,7 +22,7 @@
 // width or where a thread's chunk starts; no-trapping-math lets GCC if-convert the selects of
 // cpu/vec_math.h (FP exception flags are not part of candle's semantics); no-math-errno lets
 // sqrt vectorize. (As a function attribute, optimize(...) stops the loops from vectorizing.)
-#define CANDLE_EW_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CANDLE_EW_KERNEL CANDLE_TARGET_CLONES
 
 namespace candle::cpu::ew {
 

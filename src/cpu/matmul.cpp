@@ -16,6 +16,7 @@
 
 #include "candle/backend/cpu_storage.h"
 #include "candle/utils.h"
+#include "cpu/clones.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 
@@ -24,7 +25,7 @@
 #endif
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
-#define CANDLE_MM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CANDLE_MM_CLONES CANDLE_TARGET_CLONES
 #else
 #define CANDLE_MM_CLONES
 #endif

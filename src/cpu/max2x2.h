@@ -25,14 +25,24 @@ inline void split(const float* p, V8& even, V8& odd) {
   V8 lo, hi;
   std::memcpy(&lo, p, sizeof(lo));
   std::memcpy(&hi, p + 8, sizeof(hi));
+#if defined(__clang__)
+  even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+  odd = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+#else
   even = __builtin_shuffle(lo, hi, I8{0, 2, 4, 6, 8, 10, 12, 14});
   odd = __builtin_shuffle(lo, hi, I8{1, 3, 5, 7, 9, 11, 13, 15});
+#endif
 }
 
 // p[0..16) = even[0], odd[0], even[1], odd[1], ...
 inline void join(const V8& even, const V8& odd, float* p) {
+#if defined(__clang__)
+  const V8 lo = __builtin_shufflevector(even, odd, 0, 8, 1, 9, 2, 10, 3, 11);
+  const V8 hi = __builtin_shufflevector(even, odd, 4, 12, 5, 13, 6, 14, 7, 15);
+#else
   const V8 lo = __builtin_shuffle(even, odd, I8{0, 8, 1, 9, 2, 10, 3, 11});
   const V8 hi = __builtin_shuffle(even, odd, I8{4, 12, 5, 13, 6, 14, 7, 15});
+#endif
   std::memcpy(p, &lo, sizeof(lo));
   std::memcpy(p + 8, &hi, sizeof(hi));
 }

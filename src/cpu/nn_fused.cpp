@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "candle/backend/cpu_storage.h"
+#include "cpu/clones.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_math.h"
 
@@ -53,7 +54,7 @@ C exp_c(C x) {
 
 // Sum with 8 independent accumulators (vectorizable; the order depends only on n).
 template <typename C>
-__attribute__((target_clones("avx512f", "avx2", "default"))) C row_sum(const C* x, size_t n) {
+CANDLE_TARGET_CLONES C row_sum(const C* x, size_t n) {
   C acc[8] = {};
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -65,7 +66,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) C row_sum(const C* 
 
 // Sum of (x - c)^2, 8 accumulators.
 template <typename C>
-__attribute__((target_clones("avx512f", "avx2", "default"))) C row_sum_sq_dev(const C* x, size_t n, C c) {
+CANDLE_TARGET_CLONES C row_sum_sq_dev(const C* x, size_t n, C c) {
   C acc[8] = {};
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -159,7 +160,9 @@ template <typename T>
 StoragePtr rope_impl(const T* src, const Shape& shape, const T* cp, const T* sp, const Shape& cs_shape,
                      RopeKind kind) {
   using C = compute_t<T>;
-  auto [b, d1, d2, d] = shape.dims4("rope");
+  // (named values, not a structured binding: clang before 16 cannot capture bindings in lambdas)
+  const auto d4 = shape.dims4("rope");
+  const size_t b = d4[0], d1 = d4[1], d2 = d4[2], d = d4[3];
   size_t h = kind == RopeKind::HalvesThd ? d2 : d1;
   size_t t = kind == RopeKind::HalvesThd ? d1 : d2;
   size_t half = d / 2;

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "candle/backend/cpu_storage.h"
+#include "cpu/clones.h"
 #include "cpu/dense.h"
 #include "cpu/parallel.h"
 
@@ -12,9 +13,9 @@ namespace candle {
 namespace {
 
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_range(
-    T* __restrict theta, T* __restrict m, T* __restrict v, const T* __restrict g, size_t n, T b1, T one_b1,
-    T b2, T one_b2, T scale_m, T scale_v, T decay, T lr, T eps) {
+CANDLE_TARGET_CLONES void adamw_range(T* __restrict theta, T* __restrict m, T* __restrict v,
+                                      const T* __restrict g, size_t n, T b1, T one_b1, T b2, T one_b2,
+                                      T scale_m, T scale_v, T decay, T lr, T eps) {
   for (size_t i = 0; i < n; ++i) {
     T gi = g[i];
     T mi = m[i] * b1 + gi * one_b1;

@@ -33,6 +33,7 @@
 #endif
 
 #include "candle/backend/cpu_storage.h"
+#include "cpu/clones.h"
 #include "cpu/max2x2.h"
 #include "cpu/parallel.h"
 #include "cpu/resize_index.h"
@@ -43,7 +44,7 @@ namespace {
 using cpu::LinearTaps;
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define CANDLE_POOL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CANDLE_POOL_CLONES CANDLE_TARGET_CLONES
 #else
 #define CANDLE_POOL_CLONES
 #endif

@@ -31,12 +31,13 @@
 #include <vector>
 
 #include "candle/backend/cpu_storage.h"
+#include "cpu/clones.h"
 #include "cpu/parallel.h"
 #include "cpu/reduce_kernels.h"
 
 #define CANDLE_INLINE inline __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CANDLE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CANDLE_CLONES CANDLE_TARGET_CLONES
 #else
 #define CANDLE_CLONES
 #endif
@@ -861,7 +862,10 @@ StoragePtr CpuStorage::cumsum(const Layout& l, size_t dim) const {
   const size_t n = l.elem_count();
   auto out = CpuStorage::alloc(dtype_, n);
   if (n == 0) return out;
-  auto [src, base] = contiguous_source(*this, l);
+  // (named values, not a structured binding: clang before 16 cannot capture bindings in lambdas)
+  const auto src_base = contiguous_source(*this, l);
+  const auto& src = src_base.first;
+  const size_t base = src_base.second;
   size_t pre = 1, post = 1;
   for (size_t i = 0; i < dim; ++i) pre *= l.dims()[i];
   for (size_t i = dim + 1; i < l.dims().size(); ++i) post *= l.dims()[i];
@@ -919,7 +923,10 @@ StoragePtr CpuStorage::arg_sort_last_dim(const Layout& l, bool ascending) const 
   const size_t n = l.elem_count();
   auto out = CpuStorage::alloc(DType::U32, n);
   if (n == 0) return out;
-  auto [src, base] = contiguous_source(*this, l);
+  // (named values, not a structured binding: clang before 16 cannot capture bindings in lambdas)
+  const auto src_base = contiguous_source(*this, l);
+  const auto& src = src_base.first;
+  const size_t base = src_base.second;
   const size_t rows = n / len;
   dispatch(dtype_, [&]<typename T>() {
     using V = compute_t<T>;

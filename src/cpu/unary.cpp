@@ -5,7 +5,9 @@
 // Integer dtypes support neg, abs, sqr, relu, sign, ceil, floor, round and affine (wrapping
 // arithmetic); the transcendental ops throw UnsupportedOp for them (candle panics there).
 // Must precede the includes: see CANDLE_EW_KERNEL in cpu/ew_iter.h.
+#if !defined(__clang__)  // (clang: no such pragma; the fuzz build does not need it)
 #pragma GCC optimize("fp-contract=off", "no-trapping-math", "no-math-errno")
+#endif
 
 #include <cmath>
 #include <limits>

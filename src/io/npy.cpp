@@ -390,16 +390,28 @@ void write_npy(const Tensor& t, const std::string& path) {
   f.commit();
 }
 
-std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path, const Device& device) {
-  auto map = io::MmapedFile::open(path);
-  io::zip::Reader zip(map->bytes(), "npz file '" + path + "'");
+namespace {
+std::vector<std::pair<std::string, Tensor>> read_npz_bytes(std::span<const std::byte> bytes,
+                                                           const Device& device, const std::string& label) {
+  io::zip::Reader zip(bytes, label);
   std::vector<std::pair<std::string, Tensor>> out;
   std::vector<std::byte> scratch;
   for (const io::zip::Entry& e : zip.entries()) {
     std::span<const std::byte> member = zip.read(e, scratch);
-    out.emplace_back(strip_npy(e.name), parse_npy(member, device, member_label(path, e.name)));
+    out.emplace_back(strip_npy(e.name), parse_npy(member, device, label + ", member '" + e.name + "'"));
   }
   return out;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path, const Device& device) {
+  auto map = io::MmapedFile::open(path);
+  return read_npz_bytes(map->bytes(), device, "npz file '" + path + "'");
+}
+
+std::vector<std::pair<std::string, Tensor>> read_npz_buffer(const std::vector<std::byte>& data,
+                                                            const Device& device) {
+  return read_npz_bytes(data, device, "npz buffer");
 }
 
 Tensor read_npz_by_name(const std::string& path, const std::string& name, const Device& device) {

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "candle/backend/cpu_storage.h"
+#include "candle/io/json_limits.h"
 #include "io/host_bytes.h"
 #include "io/mmap.h"
 #include "io/safetensors_internal.h"
@@ -29,6 +30,9 @@ namespace safetensors {
 namespace {
 
 constexpr uint64_t kMaxHeaderSize = 100'000'000;  // as the reference implementation
+// a header is an object of objects of arrays: 3 deep; __metadata__ is 2
+constexpr size_t kMaxJsonDepth = 16;
+constexpr size_t kMaxRank = 64;
 
 enum class Widen : uint8_t { None, I8ToI16, U16ToU32 };
 
@@ -109,7 +113,8 @@ struct Header {
 
 uint64_t json_size(const nlohmann::json& v, const std::string& what, const std::string& where) {
   if (!v.is_number_unsigned()) {
-    throw Error(ErrorKind::Parse, where + ": " + what + " must be a non-negative integer, got " + v.dump());
+    throw Error(ErrorKind::Parse,
+                where + ": " + what + " must be a non-negative integer, got " + io::excerpt(v.dump()));
   }
   return v.get<uint64_t>();
 }
@@ -132,6 +137,7 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
   auto text = reinterpret_cast<const char*>(file.data() + 8);
   std::set<std::string> seen;
   std::string duplicate;
+  io::check_json_depth(std::string_view(text, n), kMaxJsonDepth, label + ": the header");
   nlohmann::json j;
   try {
     // The callback sees every top-level key (depth 1): a repeated tensor name is an error,
@@ -147,7 +153,7 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
   } catch (const nlohmann::json::exception& e) {
     throw fail(std::string("invalid JSON header: ") + e.what());
   }
-  if (!duplicate.empty()) throw fail("tensor '" + duplicate + "' appears twice in the header");
+  if (!duplicate.empty()) throw fail("tensor '" + io::excerpt(duplicate) + "' appears twice in the header");
   if (!j.is_object()) throw fail("the header is not a JSON object");
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
@@ -155,12 +161,13 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
     if (name == "__metadata__") {
       if (!v.is_object()) throw fail("'__metadata__' is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) throw fail("'__metadata__' value for '" + m.key() + "' is not a string");
+        if (!m.value().is_string())
+          throw fail("'__metadata__' value for '" + io::excerpt(m.key()) + "' is not a string");
         h.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    std::string where = label + ": tensor '" + name + "'";
+    std::string where = label + ": tensor '" + io::excerpt(name) + "'";
     auto tfail = [&](const std::string& msg) { return Error(ErrorKind::Parse, where + ": " + msg); };
     if (!v.is_object()) throw tfail("entry is not an object");
     auto dt_it = v.find("dtype");
@@ -180,15 +187,17 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
         throw Error(ErrorKind::UnsupportedOp,
                     where + ": safetensors dtype " + dt + " is not supported by candle-cpp");
       }
-      throw tfail("unknown dtype '" + dt + "'");
+      throw tfail("unknown dtype '" + io::excerpt(dt) + "'");
     }
     info.dtype = *sd;
+    if (shape_it->size() > kMaxRank)
+      throw tfail("'shape' has " + std::to_string(shape_it->size()) + " dimensions (at most 64)");
     size_t count = 1;
     for (const auto& d : *shape_it) {
       uint64_t dim = json_size(d, "a dimension in 'shape'", where);
       if (dim > std::numeric_limits<size_t>::max() ||
           (dim != 0 && count > std::numeric_limits<size_t>::max() / dim)) {
-        throw tfail("element count of shape " + shape_it->dump() + " overflows");
+        throw tfail("element count of shape " + io::excerpt(shape_it->dump()) + " overflows");
       }
       count *= static_cast<size_t>(dim);
       info.shape.push_back(static_cast<size_t>(dim));
@@ -197,7 +206,7 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
     info.begin = json_size((*off_it)[0], "'data_offsets'", where);
     info.end = json_size((*off_it)[1], "'data_offsets'", where);
     if (count > std::numeric_limits<uint64_t>::max() / info.dtype.file_size) {
-      throw tfail("byte size of shape " + shape_it->dump() + " overflows");
+      throw tfail("byte size of shape " + io::excerpt(shape_it->dump()) + " overflows");
     }
     uint64_t nbytes = uint64_t(count) * info.dtype.file_size;
     if (info.begin > info.end || info.end - info.begin != nbytes) {
@@ -210,6 +219,23 @@ Header parse_header(std::span<const std::byte> file, const std::string& label) {
                   "] run past the data buffer (" + std::to_string(buffer_len) + " bytes)");
     }
     h.tensors.push_back(std::move(info));
+  }
+  // No two tensors may share bytes (a writer never does; a crafted file could alias them).
+  std::vector<const TensorInfo*> by_offset;
+  by_offset.reserve(h.tensors.size());
+  for (const TensorInfo& t : h.tensors)
+    if (t.end > t.begin) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo& a = *by_offset[i - 1];
+    const TensorInfo& b = *by_offset[i];
+    if (b.begin < a.end) {
+      throw fail("tensors '" + io::excerpt(a.name) + "' [" + std::to_string(a.begin) + ", " +
+                 std::to_string(a.end) + ") and '" + io::excerpt(b.name) + "' [" + std::to_string(b.begin) +
+                 ", " + std::to_string(b.end) + ") overlap");
+    }
   }
   return h;
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string_view>
+#include <unordered_set>
 
 #include "candle/error.h"
 #include "io/mmap.h"
@@ -18,7 +20,8 @@ constexpr uint32_t kLocalSig = 0x04034b50;
 constexpr uint32_t kCentralSig = 0x02014b50;
 constexpr uint32_t kEndSig = 0x06054b50;
 constexpr uint32_t kZip64LocatorSig = 0x07064b50;
-constexpr size_t kLocalLen = 30, kCentralLen = 46, kEndLen = 22;
+constexpr uint32_t kZip64EndSig = 0x06064b50;
+constexpr size_t kLocalLen = 30, kCentralLen = 46, kEndLen = 22, kZip64LocatorLen = 20, kZip64EndLen = 56;
 // deflate cannot expand data by more than this factor (RFC 1951 stored-length codes aside,
 // the best possible ratio is about 1032:1).
 constexpr uint64_t kMaxDeflateRatio = 1032;
@@ -36,12 +39,15 @@ void wr32(std::byte* p, uint32_t v) {
   wr16(p + 2, static_cast<uint16_t>(v >> 16));
 }
 
+// A member name for an error message: at most 64 bytes.
+std::string excerpt(const std::string& s) { return s.size() <= 64 ? s : s.substr(0, 64) + "..."; }
+
 }  // namespace
 
 Reader::Reader(std::span<const std::byte> archive, std::string label)
     : data_(archive), label_(std::move(label)) {
   auto fail = [&](const std::string& msg) { return Error(ErrorKind::Parse, label_ + ": " + msg); };
-  const size_t n = data_.size();
+  const uint64_t n = data_.size();
   if (n < kEndLen) throw fail("too short to be a zip archive (" + std::to_string(n) + " bytes)");
   // The end record sits in the last 22 + 65535 (maximum comment) bytes.
   size_t lowest = n - kEndLen > 0xffff ? n - kEndLen - 0xffff : 0;
@@ -55,24 +61,42 @@ Reader::Reader(std::span<const std::byte> archive, std::string label)
   }
   if (end_pos == SIZE_MAX) throw fail("no end of central directory record (not a zip archive, or truncated)");
   const std::byte* e = data_.data() + end_pos;
-  uint16_t disk = rd16(e + 4), cd_disk = rd16(e + 6), count_disk = rd16(e + 8), count = rd16(e + 10);
-  uint32_t cd_size = rd32(e + 12), cd_offset = rd32(e + 16);
-  bool zip64_locator = end_pos >= 20 && rd32(e - 20) == kZip64LocatorSig;
-  if (count == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu || zip64_locator) {
-    throw Error(ErrorKind::UnsupportedOp,
-                label_ + ": ZIP64 archives (more than 65535 members or past 4 GiB) are not supported");
+  uint32_t disk = rd16(e + 4), cd_disk = rd16(e + 6);
+  uint64_t count_disk = rd16(e + 8), count = rd16(e + 10), cd_size = rd32(e + 12), cd_offset = rd32(e + 16);
+  // where the central directory may end: the ZIP64 end record, else the end record
+  uint64_t cd_limit = end_pos;
+  if (end_pos >= kZip64LocatorLen && rd32(e - kZip64LocatorLen) == kZip64LocatorSig) {
+    // ZIP64: the locator (just before the end record) points at the ZIP64 end record, whose
+    // 64-bit counts and offsets replace the end record's.
+    const std::byte* loc = e - kZip64LocatorLen;
+    const uint64_t z_pos = rd64(loc + 8);
+    if (rd32(loc + 4) != 0 || rd32(loc + 16) > 1) throw fail("multi-disk archives are not supported");
+    if (z_pos > end_pos - kZip64LocatorLen || end_pos - kZip64LocatorLen - z_pos < kZip64EndLen)
+      throw fail("the ZIP64 end of central directory record is out of bounds");
+    const std::byte* z = data_.data() + z_pos;
+    if (rd32(z) != kZip64EndSig) throw fail("bad ZIP64 end of central directory signature");
+    disk = rd32(z + 16), cd_disk = rd32(z + 20);
+    count_disk = rd64(z + 24), count = rd64(z + 32), cd_size = rd64(z + 40), cd_offset = rd64(z + 48);
+    cd_limit = z_pos;
+  } else if (count == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu) {
+    throw fail("the end record asks for ZIP64 values, but there is no ZIP64 locator");
   }
   if (disk != 0 || cd_disk != 0 || count_disk != count) throw fail("multi-disk archives are not supported");
-  if (uint64_t(cd_offset) + cd_size > end_pos) {
+  if (cd_offset > cd_limit || cd_size > cd_limit - cd_offset) {
     throw fail("central directory [" + std::to_string(cd_offset) + ", +" + std::to_string(cd_size) +
-               ") runs past the end record at " + std::to_string(end_pos));
+               ") runs past the end record at " + std::to_string(cd_limit));
+  }
+  if (count > cd_size / kCentralLen) {
+    throw fail(std::to_string(count) + " members cannot fit a central directory of " +
+               std::to_string(cd_size) + " bytes");
   }
   central_dir_offset_ = cd_offset;
   const std::byte* cd = data_.data() + cd_offset;
-  size_t pos = 0;
-  entries_.reserve(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (pos + kCentralLen > cd_size || rd32(cd + pos) != kCentralSig) {
+  uint64_t pos = 0;
+  entries_.reserve(static_cast<size_t>(count));
+  std::unordered_set<std::string_view> names;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (cd_size - pos < kCentralLen || rd32(cd + pos) != kCentralSig) {
       throw fail("central directory entry " + std::to_string(i) + " is truncated or has a bad signature");
     }
     const std::byte* c = cd + pos;
@@ -83,22 +107,26 @@ Reader::Reader(std::span<const std::byte> archive, std::string label)
     en.compressed_size = rd32(c + 20);
     en.size = rd32(c + 24);
     size_t name_len = rd16(c + 28), extra_len = rd16(c + 30), comment_len = rd16(c + 32);
+    const uint32_t start_disk = rd16(c + 34);
     en.local_header_offset = rd32(c + 42);
-    if (pos + kCentralLen + name_len + extra_len + comment_len > cd_size) {
+    if (cd_size - pos - kCentralLen < name_len + extra_len + comment_len) {
       throw fail("central directory entry " + std::to_string(i) + " runs past the central directory");
     }
     en.name.assign(reinterpret_cast<const char*>(c + kCentralLen), name_len);
+    const std::string shown = excerpt(en.name);
     // ZIP64 extended information: the 8-byte values for the 32-bit fields that are 0xffffffff.
     const std::byte* x = c + kCentralLen + name_len;
+    bool zip64_seen = false;
     for (size_t k = 0; k + 4 <= extra_len;) {
       uint16_t id = rd16(x + k), len = rd16(x + k + 2);
-      if (k + 4 + len > extra_len) throw fail("member '" + en.name + "': malformed extra field");
-      if (id == 0x0001) {
+      if (k + 4 + len > extra_len) throw fail("member '" + shown + "': malformed extra field");
+      if (id == 0x0001 && !zip64_seen) {
+        zip64_seen = true;
         const std::byte* z = x + k + 4;
         size_t left = len;
         auto take = [&](uint64_t& field) {
           if (field != 0xffffffffu) return;
-          if (left < 8) throw fail("member '" + en.name + "': truncated ZIP64 extra field");
+          if (left < 8) throw fail("member '" + shown + "': truncated ZIP64 extra field");
           field = rd64(z);
           z += 8;
           left -= 8;
@@ -109,8 +137,40 @@ Reader::Reader(std::span<const std::byte> archive, std::string label)
       }
       k += 4 + size_t(len);
     }
+    if (start_disk != 0 && start_disk != 0xffff) throw fail("multi-disk archives are not supported");
     pos += kCentralLen + name_len + extra_len + comment_len;
+    // the member's local header and data, inside the archive and before the central directory
+    const uint64_t lh = en.local_header_offset;
+    if (lh > cd_offset || cd_offset - lh < kLocalLen) {
+      throw fail("member '" + shown + "': local header at " + std::to_string(lh) +
+                 " is not before the central directory");
+    }
+    const std::byte* l = data_.data() + lh;
+    if (rd32(l) != kLocalSig) throw fail("member '" + shown + "': bad local header signature");
+    en.data_offset = lh + kLocalLen + rd16(l + 26) + rd16(l + 28);
+    if (en.data_offset > cd_offset || en.compressed_size > cd_offset - en.data_offset) {
+      throw fail("member '" + shown + "': data [" + std::to_string(en.data_offset) + ", +" +
+                 std::to_string(en.compressed_size) + ") runs past the start of the central directory (" +
+                 std::to_string(cd_offset) + ")");
+    }
     entries_.push_back(std::move(en));
+  }
+  // No two members may share bytes (overlapping members are how the worst zip bombs
+  // multiply one deflate stream), and no name may appear twice.
+  std::vector<const Entry*> order;
+  order.reserve(entries_.size());
+  for (const Entry& en : entries_) {
+    if (!names.insert(en.name).second) throw fail("member '" + excerpt(en.name) + "' appears twice");
+    order.push_back(&en);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->local_header_offset < b->local_header_offset;
+  });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (order[i]->local_header_offset < order[i - 1]->data_offset + order[i - 1]->compressed_size) {
+      throw fail("members '" + excerpt(order[i - 1]->name) + "' and '" + excerpt(order[i]->name) +
+                 "' overlap");
+    }
   }
 }
 
@@ -122,7 +182,7 @@ const Entry* Reader::find(std::string_view name) const {
 
 std::span<const std::byte> Reader::read(const Entry& e, std::vector<std::byte>& scratch) const {
   auto fail = [&](const std::string& msg) {
-    return Error(ErrorKind::Parse, label_ + ", member '" + e.name + "': " + msg);
+    return Error(ErrorKind::Parse, label_ + ", member '" + excerpt(e.name) + "': " + msg);
   };
   if (e.flags & 1u)
     throw Error(ErrorKind::UnsupportedOp,
@@ -133,11 +193,7 @@ std::span<const std::byte> Reader::read(const Entry& e, std::vector<std::byte>& 
                                               " is not supported (only stored and deflate)");
   }
   const uint64_t n = data_.size();
-  if (e.local_header_offset > n || n - e.local_header_offset < kLocalLen)
-    throw fail("local header is past the end of the archive");
-  const std::byte* l = data_.data() + e.local_header_offset;
-  if (rd32(l) != kLocalSig) throw fail("bad local header signature");
-  uint64_t start = e.local_header_offset + kLocalLen + rd16(l + 26) + rd16(l + 28);
+  const uint64_t start = e.data_offset;
   if (start > n || e.compressed_size > n - start) {
     throw fail("data [" + std::to_string(start) + ", +" + std::to_string(e.compressed_size) +
                ") runs past the end of the archive (" + std::to_string(n) + " bytes)");

@@ -2,11 +2,14 @@
 // enough for .npz (and PyTorch's zip checkpoints). Internal.
 //
 // Reading treats the archive as hostile: every offset and size is bounded by the archive
-// length, inflated sizes by deflate's maximum ratio, and any mismatch throws Error(Parse)
-// naming the archive (and member). ZIP64 size fields inside central-directory entries are
-// understood (numpy.savez writes ZIP64 local headers); archives that need a ZIP64 end of
-// central directory (more than 65535 members or past 4 GiB) are rejected with a clear error,
-// as are encrypted or multi-disk archives and compression methods other than stored/deflate.
+// length (each member's local header and data lie before the central directory, and no two
+// members overlap), member counts by the central directory's size, names are unique,
+// inflated sizes are bounded by deflate's maximum ratio and inflating stops at the declared
+// size; any mismatch throws Error(Parse) naming the archive (and member). ZIP64 is
+// understood: the ZIP64 end of central directory (more than 65535 members or past 4 GiB) and
+// the ZIP64 size fields of central-directory entries (numpy.savez writes ZIP64 local
+// headers). Encrypted or multi-disk archives and compression methods other than
+// stored/deflate are rejected with a clear error.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +33,7 @@ struct Entry {
   uint64_t compressed_size = 0;
   uint64_t size = 0;
   uint64_t local_header_offset = 0;
+  uint64_t data_offset = 0;  // of the member's (compressed) bytes, after its local header
 };
 
 class Reader {

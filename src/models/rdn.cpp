@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "candle/io/json_limits.h"
 #include "candle/io/safetensors.h"
 
 namespace candle::models {
@@ -42,6 +43,42 @@ std::string shape_str(const std::vector<size_t>& d) {
   for (size_t i = 0; i < d.size(); ++i) s << (i ? ", " : "") << d[i];
   s << "]";
   return s.str();
+}
+
+// Bounds on what a topology may ask for (a hostile file must not make the graph builder or
+// the memory plan allocate or overflow): nesting, layers, channels, kernels, scale.
+constexpr size_t kMaxJsonDepth = 64;
+constexpr size_t kMaxLayers = 100'000;
+constexpr size_t kMaxChannels = size_t{1} << 16;
+constexpr size_t kMaxKernel = 63;
+constexpr size_t kMaxScale = 8;
+// a fused upsample's phase weights (f64 while summed) beyond this stay a plain upsample + conv
+constexpr size_t kMaxFusedWeights = size_t{1} << 24;
+
+bool supported_scale(size_t s, bool allow_one) {
+  return (allow_one && s == 1) || s == 2 || s == 3 || s == 4 || s == 8;
+}
+
+// An unsigned field in [0, max]: anything else (absent, negative, a float, too large) is an error.
+size_t uint_field(const json& l, const char* key, size_t max, const std::string& layer) {
+  const json& v = l.at(key);
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > max) {
+    fail(ErrorKind::Parse, "layer '" + io::excerpt(layer) + "': '" + key + "' must be an integer from 0 to " +
+                               std::to_string(max) + ", got " + io::excerpt(v.dump()));
+  }
+  return static_cast<size_t>(v.get<uint64_t>());
+}
+
+// A pair [a, b] of unsigned values, each at most `max`.
+std::vector<size_t> uint_pair(const json& l, const char* key, size_t max, const std::string& layer) {
+  const json& v = l.at(key);
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() || !v[1].is_number_unsigned() ||
+      v[0].get<uint64_t>() > max || v[1].get<uint64_t>() > max) {
+    fail(ErrorKind::Parse, "layer '" + io::excerpt(layer) + "': '" + key +
+                               "' must be a pair of integers from 0 to " + std::to_string(max) + ", got " +
+                               io::excerpt(v.dump()));
+  }
+  return {static_cast<size_t>(v[0].get<uint64_t>()), static_cast<size_t>(v[1].get<uint64_t>())};
 }
 
 // Extra input pixels a block algorithm (Winograd F(4x4, 3x3): 4 outputs from 6 inputs) may
@@ -183,10 +220,14 @@ Rdn Rdn::load(const std::string& path, const Device& device) {
     std::unordered_map<std::string, Tensor> tensors;
     for (const auto& name : st.names()) tensors.emplace(name, st.load(name, device));
     Rdn m(tensors, it->second, device);
+    if (!supported_scale(m.scale(), false)) {
+      fail(ErrorKind::UnsupportedOp,
+           "the model upscales x" + std::to_string(m.scale()) + "; supported scales are 2, 3, 4 and 8");
+    }
     auto sc = st.metadata().find("scale");
     if (sc != st.metadata().end() && sc->second != std::to_string(m.scale())) {
-      fail(ErrorKind::Parse,
-           "metadata scale " + sc->second + " does not match the graph's scale " + std::to_string(m.scale()));
+      fail(ErrorKind::Parse, "metadata scale " + io::excerpt(sc->second) +
+                                 " does not match the graph's scale " + std::to_string(m.scale()));
     }
     return m;
   });
@@ -196,6 +237,7 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
          const Device& device) {
   auto impl = std::make_shared<Impl>();
   impl->device = device;
+  io::check_json_depth(topology_json, kMaxJsonDepth, "rdn: topology");
   json g;
   try {
     g = json::parse(topology_json);
@@ -203,19 +245,46 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
     fail(ErrorKind::Parse, std::string("topology is not valid JSON: ") + e.what());
   }
   try {
-    if (!g.is_object() || g.value("format", "") != "candle-graph" || g.value("version", 0) != 1) {
+    if (!g.is_object() || !g.contains("format") || g["format"] != "candle-graph" || !g.contains("version") ||
+        g["version"] != 1) {
       fail(ErrorKind::Parse, "topology is not a candle-graph version 1");
     }
     const std::string in_name = g.at("input").get<std::string>(),
                       out_name = g.at("output").get<std::string>();
     // parse layers by name
     std::map<std::string, const json*> by_name;
-    for (const json& l : g.at("layers")) {
+    const json& layers = g.at("layers");
+    if (!layers.is_array()) fail(ErrorKind::Parse, "'layers' is not a list");
+    if (layers.size() > kMaxLayers)
+      fail(ErrorKind::UnsupportedOp, "the topology has more than " + std::to_string(kMaxLayers) + " layers");
+    // the scale the upsampling layers make (each checked below, when on the output's path)
+    size_t up_product = 1;
+    for (const json& l : layers) {
       std::string name = l.at("name").get<std::string>();
+      if (name.size() > 256)
+        fail(ErrorKind::Parse, "layer name '" + io::excerpt(name) + "' is longer than 256 bytes");
       if (!by_name.emplace(name, &l).second) fail(ErrorKind::Parse, "layer '" + name + "' appears twice");
+      if (l.contains("op") && l["op"] == "upsample_nearest") {
+        const auto sz = uint_pair(l, "size", SIZE_MAX, name);
+        if (sz[0] > kMaxScale || sz[1] > kMaxScale) {
+          fail(ErrorKind::UnsupportedOp, "layer '" + name + "' upsamples x" +
+                                             std::to_string(std::max(sz[0], sz[1])) + " (at most x" +
+                                             std::to_string(kMaxScale) + " is supported)");
+        }
+        if (sz[0] != sz[1])
+          fail(ErrorKind::UnsupportedOp, "layer '" + name + "': unequal horizontal and vertical upsampling");
+        if (sz[0] == 0) fail(ErrorKind::Parse, "layer '" + name + "': bad upsampling size");
+        up_product *= sz[0];
+        if (up_product > kMaxScale) {
+          fail(ErrorKind::UnsupportedOp, "the upsampling layers scale by more than " +
+                                             std::to_string(kMaxScale) + " (at layer '" + name + "')");
+        }
+      }
     }
-    if (!by_name.count(in_name)) fail(ErrorKind::Parse, "input layer '" + in_name + "' not found");
-    if (!by_name.count(out_name)) fail(ErrorKind::Parse, "output layer '" + out_name + "' not found");
+    if (!by_name.count(in_name))
+      fail(ErrorKind::Parse, "input layer '" + io::excerpt(in_name) + "' not found");
+    if (!by_name.count(out_name))
+      fail(ErrorKind::Parse, "output layer '" + io::excerpt(out_name) + "' not found");
     // topological order of the output's ancestors (iterative DFS; a cycle is an error)
     std::map<std::string, size_t> index;
     std::map<std::string, int> state;  // 1: on the stack, 2: done
@@ -229,7 +298,7 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
       if (next < ins.size()) {
         std::string in = ins[next++].get<std::string>();
         if (!by_name.count(in))
-          fail(ErrorKind::Parse, "layer '" + name + "' reads unknown layer '" + in + "'");
+          fail(ErrorKind::Parse, "layer '" + name + "' reads unknown layer '" + io::excerpt(in) + "'");
         if (state[in] == 1) fail(ErrorKind::Parse, "the graph has a cycle through layer '" + in + "'");
         if (state[in] == 0) {
           state[in] = 1;
@@ -257,15 +326,18 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
         case Op::Input:
           arity(0, 0);
           if (n.name != in_name) fail(ErrorKind::Parse, "second input layer '" + n.name + "'");
-          n.channels = l.value("channels", size_t{0});
+          n.channels = l.contains("channels") ? uint_field(l, "channels", kMaxChannels, n.name) : 0;
           if (n.channels == 0) n.channels = 3;
           break;
         case Op::Conv: {
           arity(1, 1);
-          const size_t ci = l.at("in_channels").get<size_t>(), co = l.at("out_channels").get<size_t>();
-          const auto k = l.at("kernel").get<std::vector<size_t>>(),
-                     p = l.at("padding").get<std::vector<size_t>>();
-          if (k.size() != 2 || p.size() != 2 || k[0] != 2 * p[0] + 1 || k[1] != 2 * p[1] + 1) {
+          const size_t ci = uint_field(l, "in_channels", kMaxChannels, n.name),
+                       co = uint_field(l, "out_channels", kMaxChannels, n.name);
+          if (ci == 0 || co == 0) fail(ErrorKind::Parse, "layer '" + n.name + "': zero channels");
+          // (bounded first: 2 * p + 1 must not wrap)
+          const auto k = uint_pair(l, "kernel", kMaxKernel, n.name),
+                     p = uint_pair(l, "padding", kMaxKernel, n.name);
+          if (k[0] != 2 * p[0] + 1 || k[1] != 2 * p[1] + 1) {
             fail(ErrorKind::UnsupportedOp,
                  "layer '" + n.name + "': kernel and padding must keep the image size");
           }
@@ -317,13 +389,16 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
                    "layer '" + n.name + "': inputs '" + first->name + "' and '" + x.name + "' do not match");
             }
             n.channels = n.op == Op::Add ? x.channels : n.channels + x.channels;
+            if (n.channels > kMaxChannels) {
+              fail(ErrorKind::UnsupportedOp,
+                   "layer '" + n.name + "' has more than " + std::to_string(kMaxChannels) + " channels");
+            }
           }
           break;
         case Op::Upsample: {
           arity(1, 1);
-          const auto s = l.at("size").get<std::vector<size_t>>();
-          if (s.size() != 2 || s[0] == 0 || s[1] == 0 || s[0] > 64 || s[1] > 64)
-            fail(ErrorKind::Parse, "layer '" + n.name + "': bad upsampling size");
+          // (checked above: equal, 1 to 8, their product at most 8)
+          const auto s = uint_pair(l, "size", kMaxScale, n.name);
           n.up_h = s[0], n.up_w = s[1];
           n.channels = first->channels, n.res_h = first->res_h * s[0], n.res_w = first->res_w * s[1];
           break;
@@ -337,9 +412,18 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
     const auto& outn = nodes.back();
     if (outn.res_h != outn.res_w) fail(ErrorKind::UnsupportedOp, "unequal horizontal and vertical scale");
     impl->scale = outn.res_h;
-    if (g.contains("scale") && g["scale"].get<size_t>() != impl->scale) {
-      fail(ErrorKind::Parse, "topology scale " + g["scale"].dump() + " does not match the graph's " +
-                                 std::to_string(impl->scale));
+    if (impl->scale != up_product) {
+      fail(ErrorKind::Parse, "the output is upscaled x" + std::to_string(impl->scale) +
+                                 " but the upsampling layers multiply to x" + std::to_string(up_product) +
+                                 " (a layer off the output's path?)");
+    }
+    if (!supported_scale(impl->scale, true)) {
+      fail(ErrorKind::UnsupportedOp,
+           "the graph upscales x" + std::to_string(impl->scale) + "; supported scales are 1, 2, 3, 4 and 8");
+    }
+    if (g.contains("scale") && g["scale"] != impl->scale) {
+      fail(ErrorKind::Parse, "topology scale " + io::excerpt(g["scale"].dump()) +
+                                 " does not match the graph's " + std::to_string(impl->scale));
     }
     // fuse conv -> relu when the relu is the conv's only consumer
     std::vector<size_t> consumers(nodes.size(), 0);
@@ -359,8 +443,12 @@ Rdn::Rdn(const std::unordered_map<std::string, Tensor>& tensors, const std::stri
       if (nodes[i].op != Op::Upsample || consumers[i] != 1) continue;
       for (size_t j = i + 1; j < nodes.size(); ++j) {
         if (nodes[j].op != Op::Conv || nodes[j].inputs[0] != i) continue;
-        // trainable weights (Vars) keep the plain, differentiable upsample + conv
-        if (!nodes[j].weight.track_op()) {
+        // trainable weights (Vars) keep the plain, differentiable upsample + conv, and so do
+        // convs whose phase weights would be too large
+        const size_t fused_weights = nodes[j].weight.elem_count() * nodes[i].up_h * nodes[i].up_w *
+                                     (nodes[j].k_h + nodes[i].up_h) * (nodes[j].k_w + nodes[i].up_w) /
+                                     (nodes[j].k_h * nodes[j].k_w);
+        if (!nodes[j].weight.track_op() && fused_weights <= kMaxFusedWeights) {
           Impl::fuse_upsample(nodes[j], nodes[i].up_h, nodes[i].up_w, device);
           nodes[i].fused = true;
         }

@@ -9,11 +9,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
 
+#include "candle/io/json_limits.h"
 #include "candle/io/safetensors.h"
 #include "candle/models/tfjs.h"
 
@@ -26,15 +30,39 @@ namespace {
 
 [[noreturn]] void fail(ErrorKind kind, const std::string& msg) { throw Error(kind, "tfjs: " + msg); }
 
-std::vector<char> read_file(const fs::path& p, const char* what) {
+// model.json beyond this is not a model of the layer types we convert
+constexpr uint64_t kMaxModelJsonBytes = 64ull << 20;
+// real model.json files nest about 10 deep
+constexpr size_t kMaxJsonDepth = 64;
+// upsampling factors, each and in product (the scales the upscaler supports go to 8)
+constexpr size_t kMaxScale = 8;
+
+std::string excerpt(const json& v) { return io::excerpt(v.dump()); }
+
+std::vector<char> read_file(const fs::path& p, const char* what, uint64_t max_bytes) {
   std::error_code ec;
   if (!fs::is_regular_file(p, ec)) fail(ErrorKind::Io, std::string(what) + " not found: " + p.string());
+  const uintmax_t size = fs::file_size(p, ec);
+  if (ec) fail(ErrorKind::Io, std::string("cannot stat ") + what + ": " + p.string());
+  if (size > max_bytes) {
+    fail(ErrorKind::Parse, std::string(what) + " " + p.string() + " has " + std::to_string(size) +
+                               " bytes, more than the " + std::to_string(max_bytes) + " expected");
+  }
   std::ifstream f(p, std::ios::binary);
   if (!f) fail(ErrorKind::Io, std::string("cannot open ") + what + ": " + p.string());
-  std::vector<char> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) fail(ErrorKind::Io, std::string("cannot read ") + what + ": " + p.string());
+  std::vector<char> data(static_cast<size_t>(size));
+  f.read(data.data(), static_cast<std::streamsize>(size));
+  if (static_cast<uintmax_t>(f.gcount()) != size || f.bad())
+    fail(ErrorKind::Io, std::string("cannot read ") + what + ": " + p.string());
   return data;
 }
+
+// Where the shards named by a manifest come from (a directory, or memory): a shard's size
+// (nullopt when it does not exist), then its bytes, of exactly that size.
+struct ShardSource {
+  std::function<std::optional<uint64_t>(const std::string&)> size;
+  std::function<std::vector<char>(const std::string&, uint64_t)> read;
+};
 
 // A weight of the manifest with its bytes.
 struct RawWeight {
@@ -42,29 +70,43 @@ struct RawWeight {
   std::vector<float> data;
 };
 
+// Elements of a shape, at most 2^40 (and so its bytes fit a size_t).
 size_t checked_count(const std::vector<size_t>& shape, const std::string& name) {
   size_t n = 1;
   for (size_t d : shape) {
-    if (d != 0 && n > (size_t{1} << 40) / d) fail(ErrorKind::Parse, "weight '" + name + "' is too large");
+    if (d != 0 && n > (size_t{1} << 40) / d)
+      fail(ErrorKind::Parse, "weight '" + io::excerpt(name) + "' is too large");
     n *= d;
   }
   return n;
 }
 
-// A shard path must stay inside the model's directory.
-fs::path shard_path(const fs::path& dir, const std::string& rel) {
+// A shard path must be relative and stay inside the model's directory; returned normalised
+// (so that "a/../b" and "b" are seen as the same shard).
+std::string shard_name(const std::string& rel) {
   fs::path p(rel);
-  if (rel.empty() || p.is_absolute())
-    fail(ErrorKind::Parse, "bad shard path '" + rel + "' in the weights manifest");
-  for (const auto& part : p) {
-    if (part == "..") fail(ErrorKind::Parse, "bad shard path '" + rel + "' in the weights manifest");
-  }
-  return dir / p;
+  auto bad = [&] {
+    fail(ErrorKind::Parse, "bad shard path '" + io::excerpt(rel) + "' in the weights manifest");
+  };
+  if (rel.empty() || p.is_absolute() || rel.find('\0') != std::string::npos) bad();
+  for (const auto& part : p)
+    if (part == "..") bad();
+  std::string norm = p.lexically_normal().generic_string();
+  if (norm.empty() || norm == ".") bad();
+  return norm;
 }
 
-std::map<std::string, RawWeight> read_weights(const json& manifest, const fs::path& dir) {
+struct ManifestGroup {
+  std::vector<std::string> paths;  // normalised
+  std::vector<std::pair<std::string, std::vector<size_t>>> weights;
+  uint64_t bytes = 0;  // what the weights need
+};
+
+std::map<std::string, RawWeight> read_weights(const json& manifest, const ShardSource& shards) {
   if (!manifest.is_array()) fail(ErrorKind::Parse, "model.json: weightsManifest is not a list");
-  std::map<std::string, RawWeight> out;
+  // First the whole manifest, checked against the shards' sizes, before reading any shard.
+  std::vector<ManifestGroup> groups;
+  std::set<std::string> all_paths, all_names;
   for (size_t g = 0; g < manifest.size(); ++g) {
     const json& group = manifest[g];
     if (!group.is_object() || !group.contains("paths") || !group["paths"].is_array() ||
@@ -72,51 +114,114 @@ std::map<std::string, RawWeight> read_weights(const json& manifest, const fs::pa
       fail(ErrorKind::Parse,
            "model.json: weightsManifest group " + std::to_string(g) + " needs 'paths' and 'weights'");
     }
-    std::vector<char> bytes;
+    ManifestGroup mg;
+    uint64_t have = 0;
     for (const json& p : group["paths"]) {
       if (!p.is_string()) fail(ErrorKind::Parse, "model.json: a shard path is not a string");
-      std::vector<char> shard = read_file(shard_path(dir, p.get<std::string>()), "weight shard");
-      bytes.insert(bytes.end(), shard.begin(), shard.end());
+      std::string name = shard_name(p.get<std::string>());
+      if (!all_paths.insert(name).second)
+        fail(ErrorKind::Parse, "model.json: shard '" + io::excerpt(name) + "' is listed twice");
+      std::optional<uint64_t> size = shards.size(name);
+      if (!size) fail(ErrorKind::Io, "weight shard not found: " + io::excerpt(name));
+      if (*size > std::numeric_limits<uint64_t>::max() - have)
+        fail(ErrorKind::Parse, "model.json: the shards of group " + std::to_string(g) + " are too large");
+      have += *size;
+      mg.paths.push_back(std::move(name));
     }
-    size_t want = 0;
     for (const json& w : group["weights"]) {
       if (!w.is_object() || !w.contains("name") || !w["name"].is_string() || !w.contains("shape") ||
           !w["shape"].is_array()) {
         fail(ErrorKind::Parse, "model.json: a weight entry needs 'name' and 'shape'");
       }
-      const std::string name = w["name"].get<std::string>();
+      std::string name = w["name"].get<std::string>();
       if (w.contains("quantization"))
-        fail(ErrorKind::UnsupportedOp, "quantized weight '" + name + "' is not supported");
-      const std::string dtype = w.value("dtype", "float32");
-      if (dtype != "float32")
-        fail(ErrorKind::UnsupportedOp,
-             "weight '" + name + "' has dtype " + dtype + " (only float32 is supported)");
+        fail(ErrorKind::UnsupportedOp, "quantized weight '" + io::excerpt(name) + "' is not supported");
+      const json dtype = w.contains("dtype") ? w["dtype"] : json("float32");
+      if (dtype != "float32") {
+        fail(ErrorKind::UnsupportedOp, "weight '" + io::excerpt(name) + "' has dtype " + excerpt(dtype) +
+                                           " (only float32 is supported)");
+      }
+      if (w["shape"].size() > 8) fail(ErrorKind::Parse, "weight '" + io::excerpt(name) + "' has a bad shape");
       std::vector<size_t> shape;
       for (const json& d : w["shape"]) {
-        if (!d.is_number_unsigned()) fail(ErrorKind::Parse, "weight '" + name + "' has a bad shape");
+        if (!d.is_number_unsigned())
+          fail(ErrorKind::Parse, "weight '" + io::excerpt(name) + "' has a bad shape");
         shape.push_back(d.get<size_t>());
       }
-      want += checked_count(shape, name) * sizeof(float);
+      const uint64_t nbytes = uint64_t(checked_count(shape, name)) * sizeof(float);
+      if (nbytes > std::numeric_limits<uint64_t>::max() - mg.bytes)
+        fail(ErrorKind::Parse, "model.json: the weights of group " + std::to_string(g) + " are too large");
+      mg.bytes += nbytes;
+      if (!all_names.insert(name).second)
+        fail(ErrorKind::Parse, "weight '" + io::excerpt(name) + "' appears twice in the manifest");
+      mg.weights.emplace_back(std::move(name), std::move(shape));
     }
-    if (want != bytes.size()) {
-      fail(ErrorKind::Parse, "weight shards of group " + std::to_string(g) + " hold " +
-                                 std::to_string(bytes.size()) + " bytes but the manifest needs " +
-                                 std::to_string(want));
+    if (mg.bytes != have) {
+      fail(ErrorKind::Parse, "weight shards of group " + std::to_string(g) + " hold " + std::to_string(have) +
+                                 " bytes but the manifest needs " + std::to_string(mg.bytes));
+    }
+    groups.push_back(std::move(mg));
+  }
+  // Then the bytes: every shard read once, each group exactly as large as its weights.
+  std::map<std::string, RawWeight> out;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    ManifestGroup& mg = groups[g];
+    std::vector<char> bytes;
+    bytes.reserve(static_cast<size_t>(mg.bytes));
+    for (const std::string& path : mg.paths) {
+      const uint64_t left = mg.bytes - bytes.size();
+      std::vector<char> shard = shards.read(path, left);
+      if (shard.size() > left)
+        fail(ErrorKind::Io, "weight shard " + io::excerpt(path) + " grew while reading");
+      bytes.insert(bytes.end(), shard.begin(), shard.end());
+    }
+    if (bytes.size() != mg.bytes) {
+      fail(ErrorKind::Io, "weight shards of group " + std::to_string(g) + " changed size while reading");
     }
     size_t off = 0;
-    for (const json& w : group["weights"]) {
+    for (auto& [name, shape] : mg.weights) {
       RawWeight rw;
-      const std::string name = w["name"].get<std::string>();
-      for (const json& d : w["shape"]) rw.shape.push_back(d.get<size_t>());
-      size_t n = checked_count(rw.shape, name);
+      rw.shape = std::move(shape);
+      const size_t n = checked_count(rw.shape, name);
       rw.data.resize(n);
-      std::memcpy(rw.data.data(), bytes.data() + off, n * sizeof(float));
+      if (n) std::memcpy(rw.data.data(), bytes.data() + off, n * sizeof(float));
       off += n * sizeof(float);
-      if (!out.emplace(name, std::move(rw)).second)
-        fail(ErrorKind::Parse, "weight '" + name + "' appears twice in the manifest");
+      out.emplace(name, std::move(rw));
     }
   }
   return out;
+}
+
+// An integer config value, `dflt` when absent or null; anything but an integer in
+// [lo, hi] is an error.
+int64_t int_value(const json& cfg, const char* key, const std::string& layer, int64_t dflt, int64_t lo,
+                  int64_t hi) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return dflt;
+  if (it->is_number_unsigned()) {
+    if (it->get<uint64_t>() <= static_cast<uint64_t>(hi)) return static_cast<int64_t>(it->get<uint64_t>());
+  } else if (it->is_number_integer()) {
+    const int64_t v = it->get<int64_t>();
+    if (v >= lo && v <= hi) return v;
+  }
+  fail(ErrorKind::Parse, "layer '" + io::excerpt(layer) + "': bad '" + key + "' " + excerpt(*it));
+}
+
+// A number config value, `dflt` when absent or null.
+double number_value(const json& cfg, const char* key, const std::string& layer, double dflt) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return dflt;
+  if (!it->is_number()) fail(ErrorKind::Parse, "layer '" + io::excerpt(layer) + "': bad '" + key + "'");
+  return it->get<double>();
+}
+
+// A string config value, `dflt` when absent or null.
+std::string string_value(const json& cfg, const char* key, const std::string& layer, const char* dflt) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return dflt;
+  if (!it->is_string())
+    fail(ErrorKind::Parse, "layer '" + io::excerpt(layer) + "': bad '" + key + "' " + excerpt(*it));
+  return it->get<std::string>();
 }
 
 std::vector<size_t> pair_of(const json& cfg, const char* key, const std::string& layer, size_t dflt) {
@@ -157,10 +262,12 @@ json convert_layer(const std::string& cls, const std::string& name, const json& 
       fail(ErrorKind::UnsupportedOp, "layer '" + name + "': only stride 1 is supported");
     if (pair_of(cfg, "dilation_rate", name, 1) != std::vector<size_t>{1, 1})
       fail(ErrorKind::UnsupportedOp, "layer '" + name + "': only dilation 1 is supported");
-    if (cfg.value("groups", 1) != 1)
+    if (int_value(cfg, "groups", name, 1, 0, 1 << 20) != 1)
       fail(ErrorKind::UnsupportedOp, "layer '" + name + "': only groups = 1 is supported");
     auto ks = pair_of(cfg, "kernel_size", name, 0);
-    const std::string padding = cfg.value("padding", "valid");
+    if (ks[0] == 0 || ks[1] == 0 || ks[0] > 63 || ks[1] > 63)
+      fail(ErrorKind::UnsupportedOp, "layer '" + name + "': kernel_size must be 1 to 63");
+    const std::string padding = string_value(cfg, "padding", name, "valid");
     std::vector<size_t> pad;
     if (padding == "same") {
       if (ks[0] % 2 == 0 || ks[1] % 2 == 0)
@@ -173,14 +280,14 @@ json convert_layer(const std::string& cls, const std::string& name, const json& 
                                          std::to_string(ks[0]) + "x" + std::to_string(ks[1]) +
                                          " changes the image size (unsupported)");
     }
-    const std::string act = cfg.value("activation", "linear");
+    const std::string act = string_value(cfg, "activation", name, "linear");
     if (act != "linear" && act != "relu")
       fail(ErrorKind::UnsupportedOp, "layer '" + name + "': activation '" + act + "' is not supported");
     auto kit = weights.find(name + "/kernel");
     if (kit == weights.end())
       fail(ErrorKind::Parse, "layer '" + name + "': weight '" + name + "/kernel' is missing");
     const RawWeight& k = kit->second;
-    const size_t filters = cfg.value("filters", size_t{0});
+    const auto filters = static_cast<size_t>(int_value(cfg, "filters", name, 0, 0, int64_t{1} << 40));
     if (k.shape.size() != 4 || k.shape[0] != ks[0] || k.shape[1] != ks[1] || k.shape[3] != filters) {
       std::ostringstream s;
       s << "layer '" << name << "': kernel shape [";
@@ -196,7 +303,10 @@ json convert_layer(const std::string& cls, const std::string& name, const json& 
           for (size_t o = 0; o < co; ++o)
             oihw[((o * ci + i) * kh + y) * kw + x] = k.data[((y * kw + x) * ci + i) * co + o];
     out.tensors[name + ".weight"] = Tensor::from_vec(oihw, {co, ci, kh, kw}, Device::cpu());
-    bool use_bias = cfg.value("use_bias", true);
+    auto ub = cfg.find("use_bias");
+    if (ub != cfg.end() && !ub->is_null() && !ub->is_boolean())
+      fail(ErrorKind::Parse, "layer '" + name + "': bad 'use_bias'");
+    const bool use_bias = ub == cfg.end() || ub->is_null() || ub->get<bool>();
     if (use_bias) {
       auto bit = weights.find(name + "/bias");
       if (bit == weights.end())
@@ -216,9 +326,10 @@ json convert_layer(const std::string& cls, const std::string& name, const json& 
     return node;
   }
   if (cls == "Activation" || cls == "ReLU") {
-    std::string act = cls == "ReLU" ? "relu" : cfg.value("activation", "linear");
+    std::string act = cls == "ReLU" ? "relu" : string_value(cfg, "activation", name, "linear");
     if (cls == "ReLU" && ((cfg.contains("max_value") && !cfg["max_value"].is_null()) ||
-                          cfg.value("negative_slope", 0.0) != 0.0 || cfg.value("threshold", 0.0) != 0.0)) {
+                          number_value(cfg, "negative_slope", name, 0.0) != 0.0 ||
+                          number_value(cfg, "threshold", name, 0.0) != 0.0)) {
       fail(ErrorKind::UnsupportedOp, "layer '" + name + "': only a plain ReLU is supported");
     }
     if (act == "relu") {
@@ -231,7 +342,7 @@ json convert_layer(const std::string& cls, const std::string& name, const json& 
     return node;
   }
   if (cls == "Concatenate") {
-    int axis = cfg.value("axis", -1);
+    const int64_t axis = int_value(cfg, "axis", name, -1, -64, 64);
     if (axis != 3 && axis != -1)
       fail(ErrorKind::UnsupportedOp, "layer '" + name + "': only concatenation along channels is supported");
     node["op"] = "concat";
@@ -243,16 +354,21 @@ json convert_layer(const std::string& cls, const std::string& name, const json& 
   }
   if (cls == "UpSampling2D") {
     check_channels_last(cfg, name);
-    const std::string interp = cfg.value("interpolation", "nearest");
+    const std::string interp = string_value(cfg, "interpolation", name, "nearest");
     if (interp != "nearest")
       fail(ErrorKind::UnsupportedOp, "layer '" + name + "': interpolation '" + interp + "' is not supported");
     auto size = pair_of(cfg, "size", name, 2);
     if (size[0] == 0 || size[1] == 0) fail(ErrorKind::Parse, "layer '" + name + "': upsampling size 0");
+    if (size[0] > kMaxScale || size[1] > kMaxScale) {
+      fail(ErrorKind::UnsupportedOp, "layer '" + name + "': upsampling by " + std::to_string(size[0]) + "x" +
+                                         std::to_string(size[1]) + " (at most " + std::to_string(kMaxScale) +
+                                         " is supported)");
+    }
     node["op"] = "upsample_nearest";
     node["size"] = size;
     return node;
   }
-  fail(ErrorKind::UnsupportedOp, "layer '" + name + "': unsupported layer type " + cls);
+  fail(ErrorKind::UnsupportedOp, "layer '" + name + "': unsupported layer type " + io::excerpt(cls));
 }
 
 // Input layer names of a functional-model layer (one call of the layer, single outputs).
@@ -284,29 +400,34 @@ std::string single_endpoint(const json& list, const char* what) {
   return list[0][0].get<std::string>();
 }
 
-}  // namespace
+// A layer's name: a non-empty string of at most 256 bytes, not seen before.
+std::string layer_name(const json& v, std::set<std::string>& seen) {
+  if (!v.is_string()) fail(ErrorKind::Parse, "a layer name is not a string");
+  std::string name = v.get<std::string>();
+  if (name.empty() || name.size() > 256 || !seen.insert(name).second)
+    fail(ErrorKind::Parse,
+         "layer name '" + io::excerpt(name) + "' is empty, longer than 256 bytes or repeated");
+  return name;
+}
 
-ConvertedModel convert_layers_model(const std::string& path, const std::string& source) {
-  fs::path json_path(path);
-  std::error_code ec;
-  if (fs::is_directory(json_path, ec)) json_path /= "model.json";
-  std::vector<char> text = read_file(json_path, "model.json");
+ConvertedModel convert(std::string_view text, const std::string& label, const ShardSource& shards,
+                       const std::string& source) {
+  io::check_json_depth(text, kMaxJsonDepth, "tfjs: " + label);
   json model;
   try {
     model = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    fail(ErrorKind::Parse, json_path.string() + " is not valid JSON: " + e.what());
+    fail(ErrorKind::Parse, label + " is not valid JSON: " + e.what());
   }
   try {
     if (!model.is_object() || !model.contains("modelTopology") || !model.contains("weightsManifest")) {
-      fail(ErrorKind::Parse,
-           json_path.string() + " is not a TF.js layers model (no modelTopology / weightsManifest)");
+      fail(ErrorKind::Parse, label + " is not a TF.js layers model (no modelTopology / weightsManifest)");
     }
     if (model.contains("format") && model["format"] != "layers-model") {
       fail(ErrorKind::UnsupportedOp,
-           "model format " + model["format"].dump() + " is not supported (only layers-model)");
+           "model format " + excerpt(model["format"]) + " is not supported (only layers-model)");
     }
-    auto weights = read_weights(model["weightsManifest"], json_path.parent_path());
+    auto weights = read_weights(model["weightsManifest"], shards);
     const json& topo = model["modelTopology"];
     const json& mc = topo.contains("model_config") ? topo["model_config"] : topo;
     if (!mc.is_object() || !mc.contains("class_name") || !mc.contains("config"))
@@ -326,10 +447,8 @@ ConvertedModel convert_layers_model(const std::string& path, const std::string& 
             !layer["config"].is_object()) {
           fail(ErrorKind::Parse, "a layer has no class_name / config");
         }
-        std::string name =
-            layer.contains("name") ? layer["name"].get<std::string>() : layer["config"].value("name", "");
-        if (name.empty() || !seen.insert(name).second)
-          fail(ErrorKind::Parse, "layer name '" + name + "' is empty or repeated");
+        std::string name = layer_name(
+            layer.contains("name") ? layer["name"] : layer["config"].value("name", json("")), seen);
         json node =
             convert_layer(layer["class_name"].get<std::string>(), name, layer["config"], weights, out);
         node["inputs"] = inbound_names(layer, name);
@@ -347,9 +466,7 @@ ConvertedModel convert_layers_model(const std::string& path, const std::string& 
           fail(ErrorKind::Parse, "a layer has no class_name / config");
         }
         const json& lc = layer["config"];
-        std::string name = lc.value("name", "");
-        if (name.empty() || !seen.insert(name).second)
-          fail(ErrorKind::Parse, "layer name '" + name + "' is empty or repeated");
+        std::string name = layer_name(lc.value("name", json("")), seen);
         if (prev.empty() && layer["class_name"] != "InputLayer") {
           json in = convert_layer("InputLayer", "input", lc, weights, out);
           in["inputs"] = json::array();
@@ -375,7 +492,12 @@ ConvertedModel convert_layers_model(const std::string& path, const std::string& 
         if (n["size"][0] != n["size"][1])
           fail(ErrorKind::UnsupportedOp,
                "layer '" + n["name"].get<std::string>() + "': unequal upsampling factors");
-        scale *= n["size"][0].get<size_t>();
+        scale *= n["size"][0].get<size_t>();  // each at most kMaxScale: no overflow before the check
+        if (scale > kMaxScale) {
+          fail(ErrorKind::UnsupportedOp, "the upsampling layers scale by more than " +
+                                             std::to_string(kMaxScale) + " (at " +
+                                             n["name"].get<std::string>() + ")");
+        }
       }
     }
     json graph = {{"format", "candle-graph"}, {"version", 1},   {"input", input_name},
@@ -385,8 +507,49 @@ ConvertedModel convert_layers_model(const std::string& path, const std::string& 
     if (!source.empty()) out.metadata["source"] = source;
     return out;
   } catch (const json::exception& e) {
-    fail(ErrorKind::Parse, json_path.string() + ": unexpected model.json content: " + e.what());
+    fail(ErrorKind::Parse, label + ": unexpected model.json content: " + e.what());
   }
+}
+
+}  // namespace
+
+ConvertedModel convert_layers_model(const std::string& path, const std::string& source) {
+  fs::path json_path(path);
+  std::error_code ec;
+  if (fs::is_directory(json_path, ec)) json_path /= "model.json";
+  std::vector<char> text = read_file(json_path, "model.json", kMaxModelJsonBytes);
+  const fs::path dir = json_path.parent_path();
+  ShardSource shards;
+  shards.size = [&](const std::string& rel) -> std::optional<uint64_t> {
+    std::error_code e;
+    const fs::path p = dir / rel;
+    if (!fs::is_regular_file(p, e)) return std::nullopt;
+    const uintmax_t n = fs::file_size(p, e);
+    if (e) return std::nullopt;
+    return static_cast<uint64_t>(n);
+  };
+  shards.read = [&](const std::string& rel, uint64_t max_bytes) {
+    return read_file(dir / rel, "weight shard", max_bytes);
+  };
+  return convert(std::string_view(text.data(), text.size()), json_path.string(), shards, source);
+}
+
+ConvertedModel convert_layers_model_json(std::string_view model_json,
+                                         const std::map<std::string, std::vector<char>>& shards,
+                                         const std::string& source) {
+  ShardSource src;
+  src.size = [&](const std::string& rel) -> std::optional<uint64_t> {
+    auto it = shards.find(rel);
+    if (it == shards.end()) return std::nullopt;
+    return it->second.size();
+  };
+  src.read = [&](const std::string& rel, uint64_t max_bytes) {
+    const std::vector<char>& b = shards.at(rel);
+    if (b.size() > max_bytes)
+      fail(ErrorKind::Io, "weight shard " + io::excerpt(rel) + " is larger than expected");
+    return b;
+  };
+  return convert(model_json, "model.json", src, source);
 }
 
 void convert_layers_model_to_file(const std::string& path, const std::string& out_path,

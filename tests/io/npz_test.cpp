@@ -199,8 +199,47 @@ TEST(Npz, UnsupportedMethodAndZip64) {
   set16(z, end_record(z) + 10, 0xffff);
   write_bytes(p, z);
   Error e64 = expect_error([&] { npy::read_npz(p, Device::cpu()); });
-  EXPECT_EQ(e64.kind(), ErrorKind::UnsupportedOp);
-  EXPECT_TRUE(contains(e64.what(), "ZIP64")) << e64.what();
+  EXPECT_EQ(e64.kind(), ErrorKind::Parse);
+  EXPECT_TRUE(contains(e64.what(), "asks for ZIP64 values, but there is no ZIP64 locator")) << e64.what();
+}
+
+TEST(Npz, Zip64EndOfCentralDirectoryIsRead) {
+  // test.npz with a ZIP64 end record and locator before its end record, whose counts and
+  // offsets say "see ZIP64" (as writers do past 65535 members or 4 GiB)
+  TempDir dir;
+  std::vector<std::byte> b = read_bytes(data_path("test.npz"));
+  const size_t eocd = end_record(b);
+  auto rd = [&](size_t at, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t(static_cast<uint8_t>(b[at + i])) << (8 * i);
+    return v;
+  };
+  const uint64_t count = rd(eocd + 10, 2), cd_size = rd(eocd + 12, 4), cd_offset = rd(eocd + 16, 4);
+  std::vector<std::byte> z(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(eocd));
+  auto put = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) z.push_back(std::byte((v >> (8 * i)) & 0xff));
+  };
+  const uint64_t z64_at = z.size();
+  put(0x06064b50, 4), put(44, 8), put(45, 2), put(45, 2), put(0, 4), put(0, 4);
+  put(count, 8), put(count, 8), put(cd_size, 8), put(cd_offset, 8);
+  put(0x07064b50, 4), put(0, 4), put(z64_at, 8), put(1, 4);
+  put(0x06054b50, 4), put(0, 2), put(0, 2), put(0xffff, 2), put(0xffff, 2), put(0xffffffff, 4);
+  put(0xffffffff, 4), put(0, 2);
+  std::string p = dir.file("z64.npz");
+  write_bytes(p, z);
+  auto want = npy::read_npz(data_path("test.npz"), Device::cpu());
+  auto got = npy::read_npz(p, Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first);
+    EXPECT_EQ(got[i].second.dims(), want[i].second.dims());
+  }
+  // a locator pointing past the archive
+  std::vector<std::byte> bad = z;
+  bad[z64_at + 56 + 8 + 7] = std::byte(0x7f);
+  write_bytes(p, bad);
+  Error e = expect_error([&] { npy::read_npz(p, Device::cpu()); });
+  EXPECT_TRUE(contains(e.what(), "ZIP64 end of central directory record is out of bounds")) << e.what();
 }
 
 TEST(Npz, EveryTruncatedPrefixThrows) {

@@ -19,6 +19,9 @@ std::vector<std::byte> npy_bytes(const Tensor& t);
 
 // Reads all arrays of a .npz (stored or deflate-compressed members), in archive order.
 std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path, const Device& device);
+// read_npz() of an archive held in memory.
+std::vector<std::pair<std::string, Tensor>> read_npz_buffer(const std::vector<std::byte>& data,
+                                                            const Device& device);
 // Reads one named array of a .npz ("name" or "name.npy").
 Tensor read_npz_by_name(const std::string& path, const std::string& name, const Device& device);
 // Writes an uncompressed .npz (numpy.savez layout).

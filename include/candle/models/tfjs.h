@@ -4,7 +4,9 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "candle/tensor.h"
 
@@ -26,6 +28,12 @@ struct ConvertedModel {
 // UpSampling2D nearest); anything else, a missing file, bad JSON or shards whose sizes do
 // not match the manifest throws Error(Io / Parse / UnsupportedOp) with a one-line message.
 ConvertedModel convert_layers_model(const std::string& path, const std::string& source = "");
+
+// convert_layers_model from memory: model.json's text, and the shard files by the paths the
+// manifest names (relative, normalised: "group1-shard1of1.bin"). For tests and fuzzing.
+ConvertedModel convert_layers_model_json(std::string_view model_json,
+                                         const std::map<std::string, std::vector<char>>& shards,
+                                         const std::string& source = "");
 
 // convert_layers_model then safetensors::save to `out_path` (written to a temporary name
 // and renamed).
