@@ -4,7 +4,7 @@
 Each run is a fresh process timed from outside (start to exit: loading, the image decoded, the
 network's first and only pass, the PNG encoded and written). The PyTorch side is the same graph
 (tools/bench_upscale_vs_torch.py's build_forward, from the same .safetensors file) in a script
-that imports torch, decodes the input with PIL, runs the network once under torch.no_grad(),
+that imports torch, decodes the input with PIL (numpy + zlib where PIL is missing), runs the network once under torch.no_grad(),
 clamps, rounds, converts to uint8 and writes the PNG with PIL (compress_level 1, PIL's fastest
 deflate, as candle's default --png-level 1). Also printed: candle's own network time from its
 summary line, so the share of the process the network takes is visible.
@@ -44,11 +44,20 @@ forward = build_forward(model, device)
 try:
     from PIL import Image
     img = np.asarray(Image.open(inp).convert("RGB"))
-except ImportError:  # no PIL: the reference decoder of the benchmark module (pure Python)
+except ImportError:  # no PIL: the synthetic input's rows are all filter 0 (numpy, no Python loop)
     Image = None
-    from bench_upscale_vs_torch import read_png_rgb
-    h, w, px = read_png_rgb(inp)
-    img = np.frombuffer(px, dtype=np.uint8).reshape(h, w, 3)
+    import struct, zlib
+    raw = open(inp, "rb").read()
+    w, h = struct.unpack(">II", raw[16:24])
+    pos, idat = 8, b""
+    while pos < len(raw):
+        n = struct.unpack(">I", raw[pos:pos + 4])[0]
+        if raw[pos + 4:pos + 8] == b"IDAT":
+            idat += raw[pos + 8:pos + 8 + n]
+        pos += 12 + n
+    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(h, 1 + 3 * w)
+    assert not rows[:, 0].any(), "only filter-0 rows without PIL"
+    img = rows[:, 1:].reshape(h, w, 3)
 x = torch.from_numpy(img.copy()).permute(2, 0, 1)[None].float().to(device)
 with torch.no_grad():
     n0 = time.perf_counter()
