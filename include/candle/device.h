@@ -23,6 +23,8 @@ struct DeviceMemory {
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
   uint64_t max_buffer_bytes = UINT64_MAX;
+  // The memory is the machine's own (the CPU): everything else the machine runs shares it.
+  bool shared_with_system = false;
 };
 
 class Device {

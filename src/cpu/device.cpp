@@ -49,6 +49,7 @@ std::shared_ptr<CpuStorage> draw_normal(std::mt19937_64& rng, DType dtype, size_
 // swapping), and the total, both within the cgroup v2 limit when one is set.
 DeviceMemory system_memory() {
   DeviceMemory m;
+  m.shared_with_system = true;
   std::ifstream info("/proc/meminfo");
   std::string key;
   uint64_t kib = 0;

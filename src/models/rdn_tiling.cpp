@@ -23,8 +23,8 @@ std::string mib(uint64_t bytes) { return std::to_string((bytes + kMiB - 1) / kMi
 uint64_t Rdn::default_budget() const {
   const DeviceMemory m = device().memory();
   if (m.free_bytes == 0) return 2048 * kMiB;
-  // the CPU shares its memory with everything else the machine runs: take half of it
-  return device().is_cpu() ? m.free_bytes / 2 : m.free_bytes / 4 * 3;
+  // memory shared with everything else the machine runs (the CPU's): take half of it
+  return m.shared_with_system ? m.free_bytes / 2 : m.free_bytes / 4 * 3;
 }
 
 Rdn::TilePlan Rdn::plan(size_t h, size_t w, uint64_t budget_bytes, size_t tile) const {

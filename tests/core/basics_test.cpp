@@ -169,6 +169,7 @@ TEST(Device, CpuMemoryIsTheSystemsAvailableMemory) {
   EXPECT_GT(m.total_bytes, uint64_t{64} << 20);
   EXPECT_GT(m.free_bytes, 0u);
   EXPECT_LE(m.free_bytes, m.total_bytes);
+  EXPECT_TRUE(m.shared_with_system);
 }
 
 TEST(Var, SetWritesInPlace) {
