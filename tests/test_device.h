@@ -46,6 +46,13 @@ inline std::vector<DeviceKind> kinds() {
   return {DeviceKind::Cpu, DeviceKind::Vulkan, DeviceKind::Cuda, DeviceKind::Rocm};
 }
 
+// Every kind but the CPU.
+inline std::vector<DeviceKind> gpu_kinds() {
+  std::vector<DeviceKind> k = kinds();
+  k.erase(k.begin());
+  return k;
+}
+
 struct Opened {
   std::optional<Device> device;
   std::string why;  // why it did not open
@@ -174,6 +181,12 @@ inline std::string kind_suffix(const ::testing::TestParamInfo<DeviceKind>& info)
 #define CANDLE_DEVICE_TEST_SUITE(Suite)                                                  \
   class Suite : public ::candle::test_device::DeviceTest {};                             \
   INSTANTIATE_TEST_SUITE_P(, Suite, ::testing::ValuesIn(::candle::test_device::kinds()), \
+                           ::candle::test_device::kind_suffix)
+
+// The same for tests that compare a device with the CPU: every kind but the CPU.
+#define CANDLE_GPU_DEVICE_TEST_SUITE(Suite)                                                  \
+  class Suite : public ::candle::test_device::DeviceTest {};                                 \
+  INSTANTIATE_TEST_SUITE_P(, Suite, ::testing::ValuesIn(::candle::test_device::gpu_kinds()), \
                            ::candle::test_device::kind_suffix)
 
 // One test of a suite declared with CANDLE_DEVICE_TEST_SUITE; the body sees `const Device& dev`.

@@ -179,13 +179,28 @@ int main(int argc, char** argv) {
       throw Error(ErrorKind::UnsupportedOp, "model " + mpath.string() + " is not an RGB -> RGB network");
     }
 
-    Image img = load_image(input, decode_opts);
-    const size_t w = img.w, h = img.h, ow = w * scale, oh = h * scale;
+    // the header first: the sizes are checked against the limits and the memory before decoding
+    std::error_code ec;
+    if (!fs::is_regular_file(input, ec)) throw Error(ErrorKind::Io, "input not found: " + input);
+    const candle::image::Info info = candle::image::probe_file(input, decode_opts);
+    const size_t w = info.width, h = info.height, ow = w * scale, oh = h * scale;
     if (ow > candle::image::kMaxSide || oh > candle::image::kMaxSide) {
       throw Error(
           ErrorKind::InvalidArgument,
           "output would be larger than " + std::to_string(candle::image::kMaxSide) + " pixels on a side");
     }
+    // host memory for the images: decoded, planar f32, the 8-bit output and its encoding
+    const double host_need = double(w) * double(h) * double(info.channels + 3 * sizeof(float)) +
+                             2.0 * double(ow) * double(oh) * double(info.channels);
+    const candle::DeviceMemory host = candle::Device::cpu().memory();
+    if (host.free_bytes && host_need > double(host.free_bytes)) {
+      throw Error(ErrorKind::InvalidArgument,
+                  input + ": " + std::to_string(w) + "x" + std::to_string(h) + " -> " + std::to_string(ow) +
+                      "x" + std::to_string(oh) + " needs about " + std::to_string(uint64_t(host_need) >> 20) +
+                      " MiB of memory for the images; " + std::to_string(host.free_bytes >> 20) +
+                      " MiB are available");
+    }
+    Image img = load_image(input, decode_opts);
     // the tiling policy is the model's: the whole image when it fits the budget (by default
     // from the device's free memory), else the largest tiles that do
     const candle::models::Rdn::TilePlan plan = net.plan(h, w, uint64_t(max_memory_mb) << 20, tile);

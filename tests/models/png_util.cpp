@@ -1,5 +1,7 @@
 #include "png_util.h"
 
+#include <zlib.h>
+
 #include <fstream>
 
 #include "candle/image.h"
@@ -22,6 +24,28 @@ void write_bytes(const std::string& path, const void* data, size_t n) {
 
 void write_text(const std::string& path, const std::string& text) {
   write_bytes(path, text.data(), text.size());
+}
+
+void write_png_header_only(const std::string& path, uint32_t w, uint32_t h) {
+  std::vector<uint8_t> f = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  auto be32 = [&](std::vector<uint8_t>& v, uint32_t x) {
+    for (int s = 24; s >= 0; s -= 8) v.push_back(uint8_t(x >> s));
+  };
+  auto chunk = [&](const char* type, const std::vector<uint8_t>& data) {
+    be32(f, uint32_t(data.size()));
+    std::vector<uint8_t> body(type, type + 4);
+    body.insert(body.end(), data.begin(), data.end());
+    f.insert(f.end(), body.begin(), body.end());
+    be32(f, uint32_t(crc32(0, body.data(), uInt(body.size()))));
+  };
+  std::vector<uint8_t> ihdr;
+  be32(ihdr, w);
+  be32(ihdr, h);
+  ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});  // 8-bit RGB, deflate, no filter method, no interlace
+  chunk("IHDR", ihdr);
+  chunk("IDAT", {0x78, 0x01, 0x01, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x01});  // an empty zlib stream
+  chunk("IEND", {});
+  write_bytes(path, f.data(), f.size());
 }
 
 }  // namespace candle::test_models

@@ -1,6 +1,7 @@
 // PNG decoding for the model tests (candle::image).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,5 +15,7 @@ Tensor load_rgb(const std::string& path);
 // Writes raw bytes to a file (for the synthetic models and hostile inputs).
 void write_bytes(const std::string& path, const void* data, size_t n);
 void write_text(const std::string& path, const std::string& text);
+// A PNG of w x h RGB whose IDAT holds a few bytes only (a header that claims the size).
+void write_png_header_only(const std::string& path, uint32_t w, uint32_t h);
 
 }  // namespace candle::test_models

@@ -460,6 +460,28 @@ TEST(UpscaleProgram, LargeAndForeignInputsAreRefused) {
   EXPECT_FALSE(fs::exists(dir / "o.png"));
 }
 
+// A header whose output image could not be held in this machine's memory is refused before
+// anything is decoded (the file has only a header and a few bytes of pixels).
+TEST(UpscaleProgram, OutputLargerThanTheMemoryIsRefusedBeforeDecoding) {
+  fs::path exe = program("candle-upscale");
+  if (exe.empty()) GTEST_SKIP() << "candle-upscale is not built (CANDLE_BUILD_EXAMPLES=OFF)";
+  // 16383^2 -> 65532^2 RGB at x4: about 28 GiB of images
+  const double need = 16383.0 * 16383.0 * 15 + 2.0 * 65532.0 * 65532.0 * 3;
+  if (double(Device::cpu().memory().free_bytes) >= need)
+    GTEST_SKIP() << "this machine could hold a 65532^2 output image";
+  fs::path dir = temp_dir("cli_huge_output");
+  fs::create_directories(dir);
+  const std::string in = (dir / "huge.png").string();
+  test_models::write_png_header_only(in, 16383, 16383);
+  ProgramResult r =
+      run(exe.string() + " --scale 4 --max-pixels 300000000 " + in + " " + (dir / "o.png").string());
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("16383x16383 -> 65532x65532 needs about"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("MiB are available"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "o.png"));
+}
+
 // JPEG in, JPEG out with --jpeg-quality; PNG out with --png-level into an existing file whose
 // permission bits stay.
 TEST(UpscaleProgram, JpegAndPngOptionsEndToEnd) {

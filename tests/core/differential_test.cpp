@@ -1,6 +1,8 @@
-// The differential harness: every op with a Vulkan kernel x dtype (f32, f16 where the device
-// has it) x layout (contiguous, transposed, narrowed with an offset, broadcast) against the
-// CPU backend, called at the storage level with identical layouts.
+// The differential harness: every op with a GPU kernel x dtype (f32, f16 where the device has
+// it) x layout (contiguous, transposed, narrowed with an offset, broadcast) against the CPU
+// backend, called at the storage level with identical layouts, on every GPU device present
+// (Differential.<test>/vulkan, /cuda, /rocm; a kind that does not open here is skipped with the
+// reason). The CPU is the reference, so it has no instance. The tolerances were set on Vulkan.
 //
 // Tolerances (|vk - cpu| <= atol + rtol |cpu|):
 //  - exact ops (neg, abs, sqr, relu, ceil, floor, round, sign, copies, casts to integers,
@@ -20,12 +22,15 @@
 #include <cstring>
 
 #include "candle/backend/cpu_storage.h"
-#include "vk_util.h"
+#include "storage_util.h"
+#include "test_device.h"
 
 namespace candle {
 namespace {
 
-using namespace vk_test;
+using namespace storage_test;
+
+CANDLE_GPU_DEVICE_TEST_SUITE(Differential);
 
 constexpr size_t R = 37, C = 29;  // odd sizes: partial work-groups and tiles
 
@@ -63,8 +68,7 @@ Tol unary_tol(UnaryOp op) {
   }
 }
 
-TEST(VulkanDifferential, UnaryEveryOpDtypeLayout) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, UnaryEveryOpDtypeLayout) {
   const size_t n = storage_elems(R, C);
   for (DType dt : float_dtypes(dev)) {
     for (int o = 0; o <= static_cast<int>(UnaryOp::Sigmoid); ++o) {
@@ -79,8 +83,7 @@ TEST(VulkanDifferential, UnaryEveryOpDtypeLayout) {
   }
 }
 
-TEST(VulkanDifferential, AffinePowfElu) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, AffinePowfElu) {
   const size_t n = storage_elems(R, C);
   auto v = values(n, -3.0f, 3.0f, 3);
   for (DType dt : float_dtypes(dev)) {
@@ -102,8 +105,7 @@ TEST(VulkanDifferential, AffinePowfElu) {
   }
 }
 
-TEST(VulkanDifferential, BinaryEveryOpLayoutPair) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, BinaryEveryOpLayoutPair) {
   const size_t n = storage_elems(R, C);
   for (DType dt : float_dtypes(dev)) {
     auto a = make_pair(dev, dt, values(n, 0.1f, 3.0f, 11));  // positive: pow is real
@@ -123,8 +125,7 @@ TEST(VulkanDifferential, BinaryEveryOpLayoutPair) {
   }
 }
 
-TEST(VulkanDifferential, BinaryMaximumMinimumPropagateNaN) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, BinaryMaximumMinimumPropagateNaN) {
   std::vector<float> a{1.0f, NAN, 3.0f, NAN}, b{NAN, 2.0f, -1.0f, NAN};
   auto pa = make_pair(dev, DType::F32, a), pb = make_pair(dev, DType::F32, b);
   auto l = Layout::contiguous(Shape{4});
@@ -134,8 +135,7 @@ TEST(VulkanDifferential, BinaryMaximumMinimumPropagateNaN) {
                "minimum", /*nonfinite_expected=*/true);
 }
 
-TEST(VulkanDifferential, CmpEveryOp) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, CmpEveryOp) {
   const size_t n = storage_elems(R, C);
   auto qa = values(n, -2.0f, 2.0f, 21), qb = values(n, -2.0f, 2.0f, 22);
   for (auto& x : qa) x = std::round(x * 2.0f) / 2.0f;  // coarse values: many equal pairs
@@ -155,8 +155,7 @@ TEST(VulkanDifferential, CmpEveryOp) {
   }
 }
 
-TEST(VulkanDifferential, WhereCondU8AndU32Conditions) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, WhereCondU8AndU32Conditions) {
   const size_t n = storage_elems(R, C);
   auto cv = values(n, -1.0f, 1.0f, 31);
   for (auto& x : cv) x = x > 0 ? 1.0f : 0.0f;
@@ -181,8 +180,7 @@ TEST(VulkanDifferential, WhereCondU8AndU32Conditions) {
   }
 }
 
-TEST(VulkanDifferential, ToDtypeCasts) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ToDtypeCasts) {
   const size_t n = storage_elems(R, C);
   auto v = values(n, -300.0f, 300.0f, 41);
   v[5] = NAN;    // NaN -> 0 for integers
@@ -216,8 +214,7 @@ TEST(VulkanDifferential, ToDtypeCasts) {
   }
 }
 
-TEST(VulkanDifferential, CopyStridedEveryLayoutAndElementSize) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, CopyStridedEveryLayoutAndElementSize) {
   const size_t n = storage_elems(R, C);
   auto v = values(n, 0.0f, 200.0f, 51);
   for (DType dt : {DType::F32, DType::F16, DType::U8, DType::I64, DType::BF16}) {
@@ -236,8 +233,7 @@ TEST(VulkanDifferential, CopyStridedEveryLayoutAndElementSize) {
   }
 }
 
-TEST(VulkanDifferential, Copy2dRowsManyAndFew) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, Copy2dRowsManyAndFew) {
   auto v = values(4000, -5.0f, 5.0f, 52);
   for (DType dt : {DType::F32, DType::F16, DType::U8}) {
     auto p = make_pair(dev, dt, v);
@@ -253,8 +249,7 @@ TEST(VulkanDifferential, Copy2dRowsManyAndFew) {
   }
 }
 
-TEST(VulkanDifferential, ConstSetStridedLayouts) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ConstSetStridedLayouts) {
   const size_t n = storage_elems(R, C);
   for (DType dt : {DType::F32, DType::F16, DType::U8, DType::I64, DType::U32}) {
     for (const auto& nl : layouts(R, C)) {
@@ -267,8 +262,7 @@ TEST(VulkanDifferential, ConstSetStridedLayouts) {
   }
 }
 
-TEST(VulkanDifferential, ReduceEveryOpOverDims) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ReduceEveryOpOverDims) {
   const size_t n = storage_elems(R, C);
   for (DType dt : float_dtypes(dev)) {
     auto p = make_pair(dev, dt, values(n, -1.0f, 1.0f, 71));
@@ -292,8 +286,7 @@ TEST(VulkanDifferential, ReduceEveryOpOverDims) {
   }
 }
 
-TEST(VulkanDifferential, Reduce3dNonAdjacentDimsAndLongRows) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, Reduce3dNonAdjacentDimsAndLongRows) {
   // [6, 7, 8] over {0, 2}: a copy to rows first
   auto p = make_pair(dev, DType::F32, values(6 * 7 * 8, -1.0f, 1.0f, 72));
   auto l = Layout::contiguous(Shape{6, 7, 8});
@@ -312,8 +305,7 @@ TEST(VulkanDifferential, Reduce3dNonAdjacentDimsAndLongRows) {
   }
 }
 
-TEST(VulkanDifferential, ArgReduceTiesAndNaNTakeTheFirst) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ArgReduceTiesAndNaNTakeTheFirst) {
   // row 0: max 5 at 1 and 3 -> 1; min -2 at 0 and 4 -> 0. row 1: NaN at 2 and 4 -> 2 for both.
   std::vector<float> v{-2, 5, 1, 5, -2, 0, 1, NAN, 3, NAN};
   auto p = make_pair(dev, DType::F32, v);
@@ -329,16 +321,14 @@ TEST(VulkanDifferential, ArgReduceTiesAndNaNTakeTheFirst) {
   EXPECT_TRUE(std::isnan(mx[1]));
 }
 
-TEST(VulkanDifferential, ReduceIsDeterministic) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ReduceIsDeterministic) {
   auto p = make_pair(dev, DType::F32, values(1 << 20, -1.0f, 1.0f, 74));
   auto l = Layout::contiguous(Shape{1 << 20});
   auto a = p.vk->reduce(ReduceOp::Sum, l, {0}), b = p.vk->reduce(ReduceOp::Sum, l, {0});
   expect_same_bytes(*a, *b, "sum_all twice");
 }
 
-TEST(VulkanDifferential, IndexSelectAndGatherU32AndI64) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, IndexSelectAndGatherU32AndI64) {
   const size_t n = storage_elems(R, C);
   std::vector<float> idv{3, 0, 28, 28, 7, 1};
   for (DType dt : {DType::F32, DType::F16, DType::U8, DType::I64}) {
@@ -374,8 +364,7 @@ Layout mat_layout(const char* kind, size_t b, size_t r, size_t c) {
   return Layout(Shape{b, r, c}, {0, c, 1}, 1);  // broadcast over the batch
 }
 
-TEST(VulkanDifferential, MatmulEveryLayoutPairAndGemv) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, MatmulEveryLayoutPairAndGemv) {
   const char* kinds[] = {"contiguous", "transposed", "narrowed", "broadcast"};
   for (DType dt : float_dtypes(dev)) {
     for (auto [b, m, k, nn] :
@@ -440,8 +429,7 @@ const std::vector<Conv2dCase> kConv2dCases{
     {1, 3, 4, 5, 20, 2, 5, 2, 3, 1, 1},    // non-square kernel, stride 3
     {1, 8, 3, 33, 35, 3, 3, 1, 1, 1, 1}};  // more than one pixel tile of 128
 
-TEST(VulkanDifferential, Conv2dEveryCaseDtypeLayoutAndEpilogue) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, Conv2dEveryCaseDtypeLayoutAndEpilogue) {
   for (DType dt : float_dtypes(dev)) {
     const float tol = dt == DType::F16 ? 3e-2f : 2e-4f;
     for (const auto& c : kConv2dCases) {
@@ -471,8 +459,7 @@ TEST(VulkanDifferential, Conv2dEveryCaseDtypeLayoutAndEpilogue) {
   }
 }
 
-TEST(VulkanDifferential, Conv2dStridedKernelAndActivationWithoutBias) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, Conv2dStridedKernelAndActivationWithoutBias) {
   // kernel [co, ci, kh, kw] read transposed in (kh, kw); gelu epilogue, no bias
   const size_t b = 1, ci = 5, co = 7, h = 12, w = 10;
   auto x = make_pair(dev, DType::F32, values(b * ci * h * w, -1.0f, 1.0f, 104));
@@ -486,8 +473,7 @@ TEST(VulkanDifferential, Conv2dStridedKernelAndActivationWithoutBias) {
                2e-4f, 2e-4f, "conv2d strided kernel gelu");
 }
 
-TEST(VulkanDifferential, Conv1dEveryLayout) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, Conv1dEveryLayout) {
   for (DType dt : float_dtypes(dev)) {
     const float tol = dt == DType::F16 ? 3e-2f : 2e-4f;
     // (b, ci, co, l, k, pad, stride, dil, groups)
@@ -506,8 +492,7 @@ TEST(VulkanDifferential, Conv1dEveryLayout) {
   }
 }
 
-TEST(VulkanDifferential, ConvTranspose2dAnd1dEveryLayout) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ConvTranspose2dAnd1dEveryLayout) {
   for (DType dt : float_dtypes(dev)) {
     const float tol = dt == DType::F16 ? 3e-2f : 2e-4f;
     // (b, ci, co, h, w, k, pad, out_pad, stride, dil, groups)
@@ -539,8 +524,7 @@ TEST(VulkanDifferential, ConvTranspose2dAnd1dEveryLayout) {
   }
 }
 
-TEST(VulkanDifferential, PoolingEveryLayoutAndNaN) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, PoolingEveryLayoutAndNaN) {
   const size_t b = 2, c = 3, h = 9, w = 11;
   auto v = values(layouts4_elems(b, c, h, w), -2.0f, 2.0f, 131);
   v[40] = NAN;
@@ -563,8 +547,7 @@ TEST(VulkanDifferential, PoolingEveryLayoutAndNaN) {
   }
 }
 
-TEST(VulkanDifferential, UpsampleNearestAnyDtypeBitIdentical) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, UpsampleNearestAnyDtypeBitIdentical) {
   const size_t b = 2, c = 3, h = 5, w = 7;
   for (DType dt : {DType::F32, DType::F16, DType::U8, DType::I64}) {
     auto x = make_pair(dev, dt, values(layouts4_elems(b, c, h, w), 0.0f, 100.0f, 141));
@@ -583,8 +566,7 @@ TEST(VulkanDifferential, UpsampleNearestAnyDtypeBitIdentical) {
   }
 }
 
-TEST(VulkanDifferential, UpsampleBilinearAlignCornersAndScaleForms) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, UpsampleBilinearAlignCornersAndScaleForms) {
   const size_t b = 2, c = 3, h = 5, w = 7;
   for (DType dt : float_dtypes(dev)) {
     const float tol = dt == DType::F16 ? 2e-3f : 1e-6f;
@@ -611,8 +593,7 @@ TEST(VulkanDifferential, UpsampleBilinearAlignCornersAndScaleForms) {
   }
 }
 
-TEST(VulkanDifferential, CumsumEveryDimAndLayout) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, CumsumEveryDimAndLayout) {
   const size_t n = storage_elems(R, C);
   for (DType dt : float_dtypes(dev)) {
     const float tol = dt == DType::F16 ? 2e-2f : 1e-5f;
@@ -630,8 +611,7 @@ TEST(VulkanDifferential, CumsumEveryDimAndLayout) {
   expect_close(as_f32(*y.vk->cumsum(l, 0)), as_f32(*y.cpu->cumsum(l, 0)), 1e-5f, 1e-6f, "cumsum long");
 }
 
-TEST(VulkanDifferential, ArgSortTiesNaNAndLongRows) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ArgSortTiesNaNAndLongRows) {
   const size_t n = storage_elems(R, C);
   auto v = values(n, -2.0f, 2.0f, 171);
   for (auto& x : v) x = std::round(x * 2.0f) / 2.0f;  // many ties: stability shows
@@ -652,8 +632,7 @@ TEST(VulkanDifferential, ArgSortTiesNaNAndLongRows) {
                     "arg_sort rows of 1000");
 }
 
-TEST(VulkanDifferential, IndexAddRepeatedAndSkippedIds) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, IndexAddRepeatedAndSkippedIds) {
   const size_t n = storage_elems(R, C);
   for (DType dt : float_dtypes(dev)) {
     auto self = make_pair(dev, dt, values(n, -1.0f, 1.0f, 181));
@@ -682,8 +661,7 @@ TEST(VulkanDifferential, IndexAddRepeatedAndSkippedIds) {
   }
 }
 
-TEST(VulkanDifferential, ScatterSetAndAddCollisionsInOrder) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ScatterSetAndAddCollisionsInOrder) {
   // dst [R, C] (offset 3 in its storage), ids/src [6, C] along dim 0 and [R, 4] along dim 1,
   // ids in a narrow range: many collisions, the last write / in-order sum must win
   std::vector<DType> dts = float_dtypes(dev);
@@ -717,8 +695,7 @@ TEST(VulkanDifferential, ScatterSetAndAddCollisionsInOrder) {
   }
 }
 
-TEST(VulkanDifferential, ScatterFromItsOwnStorageReadsTheOldValues) {
-  VK_DEVICE_OR_SKIP(dev);
+CANDLE_DEVICE_TEST(Differential, ScatterFromItsOwnStorageReadsTheOldValues) {
   // src = rows 0..1 of dst itself; ids send them to rows 3, 2 (and row 0 -> 1 for one column)
   std::vector<float> idv{3, 3, 1, 3, 3, 2, 2, 2, 2, 2};
   auto ids = make_pair(dev, DType::U32, idv);
