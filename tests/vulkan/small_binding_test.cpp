@@ -42,7 +42,7 @@ Tensor random(std::vector<size_t> dims, uint32_t seed) {
   return Tensor::from_vec(values(s.elem_count(), -1.0f, 1.0f, seed), s, Device::cpu());
 }
 
-// Tolerance of the conv comparisons (as in differential_test.cpp): f32 sums of up to 400 terms
+// Tolerance of the conv comparisons (as in tests/core/differential_test.cpp): f32 sums of up to 400 terms
 // of |x w| < 1 in another order, and the CPU's Winograd for 3x3 kernels.
 constexpr float kTol = 2e-4f;
 
