@@ -80,8 +80,6 @@ struct Image {
 
 // PNG or JPEG (by its signature), its size checked against --max-pixels before decoding
 Image load_image(const fs::path& path, const candle::image::DecodeOptions& opts) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw Error(ErrorKind::Io, "input not found: " + path.string());
   const candle::image::Image px = candle::image::read(path.string(), opts);  // RGB or RGBA
   Image img;
   img.w = px.width, img.h = px.height;

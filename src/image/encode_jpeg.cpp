@@ -86,19 +86,9 @@ struct JpegWriterGuard {
 
 std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, size_t width, size_t height, size_t channels,
                                  const EncodeOptions& opts) {
-  if (width == 0 || height == 0 || width > kMaxSide || height > kMaxSide) {
-    throw Error(ErrorKind::InvalidArgument, "JPEG: cannot encode " + std::to_string(width) + "x" +
-                                                std::to_string(height) + " (1.." + std::to_string(kMaxSide) +
-                                                " pixels on a side)");
-  }
-  if (width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION) {
-    throw Error(ErrorKind::InvalidArgument, "JPEG: cannot encode " + std::to_string(width) + "x" +
-                                                std::to_string(height) + " (JPEG allows at most " +
-                                                std::to_string(JPEG_MAX_DIMENSION) + " pixels on a side)");
-  }
-  if (channels < 1 || channels > 4)
-    throw Error(ErrorKind::InvalidArgument,
-                "JPEG: cannot encode " + std::to_string(channels) + " channels (1-4)");
+  detail::check_encode_shape("JPEG", width, height, channels, kMaxSide, "1..");
+  // JPEG's own limit is lower than the library's
+  detail::check_encode_shape("JPEG", width, height, channels, JPEG_MAX_DIMENSION, "JPEG allows at most ");
   if (opts.jpeg_quality < 1 || opts.jpeg_quality > 100) {
     throw Error(ErrorKind::InvalidArgument,
                 "JPEG quality " + std::to_string(opts.jpeg_quality) + " is not in 1-100");

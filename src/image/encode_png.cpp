@@ -159,14 +159,7 @@ size_t put_chunk(uint8_t* at, const char* type, const uint8_t* data, size_t n) {
 
 std::vector<uint8_t> encode_png(const uint8_t* pixels, size_t width, size_t height, size_t channels,
                                 const EncodeOptions& opts) {
-  if (width == 0 || height == 0 || width > kMaxSide || height > kMaxSide) {
-    throw Error(ErrorKind::InvalidArgument, "PNG: cannot encode " + std::to_string(width) + "x" +
-                                                std::to_string(height) + " (1.." + std::to_string(kMaxSide) +
-                                                " pixels on a side)");
-  }
-  if (channels < 1 || channels > 4)
-    throw Error(ErrorKind::InvalidArgument,
-                "PNG: cannot encode " + std::to_string(channels) + " channels (1-4)");
+  detail::check_encode_shape("PNG", width, height, channels, kMaxSide, "1..");
   if (opts.png_level < 0 || opts.png_level > 9) {
     throw Error(ErrorKind::InvalidArgument,
                 "PNG compression level " + std::to_string(opts.png_level) + " is not in 0-9");

@@ -15,6 +15,7 @@
 
 #include "candle/io/json_limits.h"
 #include "candle/io/safetensors.h"
+#include "rdn_tiles.h"
 
 namespace candle::models {
 
@@ -590,11 +591,8 @@ Tensor Rdn::forward_tiled(const Tensor& image, size_t tile,
     if (progress) progress(1, 1);
     return out;
   }
-  // the extended range of core [c0, c1) along a dim of size n
   auto extend = [&](size_t c0, size_t c1, size_t n) {
-    size_t e0 = c0 > halo ? c0 - halo : 0;
-    e0 -= e0 % kTileAlign;
-    return std::pair<size_t, size_t>{e0, std::min(n, c1 + halo)};
+    return detail::tile_extent(c0, c1, n, halo, kTileAlign);
   };
   Tensor out = Tensor::zeros({b, out_channels(), h * s, w * s}, DType::F32, image.device());
   size_t done = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "candle/models/rdn.h"
+#include "rdn_tiles.h"
 
 namespace candle::models {
 
@@ -18,20 +19,22 @@ namespace {
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 std::string mib(uint64_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB) + " MiB"; }
 
-}  // namespace
-
-uint64_t Rdn::default_budget() const {
-  const DeviceMemory m = device().memory();
+// The default activation budget on a device with memory `m` (Rdn::default_budget).
+uint64_t budget_of(const DeviceMemory& m) {
   if (m.free_bytes == 0) return 2048 * kMiB;
   // memory shared with everything else the machine runs (the CPU's): take half of it
   return m.shared_with_system ? m.free_bytes / 2 : m.free_bytes / 4 * 3;
 }
 
+}  // namespace
+
+uint64_t Rdn::default_budget() const { return budget_of(device().memory()); }
+
 Rdn::TilePlan Rdn::plan(size_t h, size_t w, uint64_t budget_bytes, size_t tile) const {
   if (h == 0 || w == 0) fail(ErrorKind::InvalidArgument, "empty image");
   TilePlan p;
-  p.budget_bytes = budget_bytes ? budget_bytes : default_budget();
   const DeviceMemory mem = device().memory();
+  p.budget_bytes = budget_bytes ? budget_bytes : budget_of(mem);
   const double bpp = double(activation_bytes_per_pixel());
   const double largest = double(largest_activation_bytes_per_pixel());
   const size_t margin = 2 * halo() + kTileAlign;
@@ -82,18 +85,16 @@ double Rdn::upscale(const Tensor& image, const TilePlan& plan, uint8_t* out, siz
   if (tile == 0) fail(ErrorKind::InvalidArgument, "tile size 0");
   const size_t ny = (h + tile - 1) / tile, nx = (w + tile - 1) / tile, hl = halo();
   auto extend = [&](size_t c0, size_t c1, size_t n) {
-    size_t e0 = c0 > hl ? c0 - hl : 0;
-    e0 -= e0 % kTileAlign;
-    return std::pair<size_t, size_t>{e0, std::min(n, c1 + hl)};
+    return detail::tile_extent(c0, c1, n, hl, kTileAlign);
   };
   double compute = 0;
   size_t done = 0;
   for (size_t ty = 0; ty < ny; ++ty) {
     const size_t y0 = ty * tile, y1 = std::min(h, y0 + tile);
-    const auto [ey0, ey1] = ny > 1 ? extend(y0, y1, h) : std::pair<size_t, size_t>{0, h};
+    const auto [ey0, ey1] = extend(y0, y1, h);
     for (size_t tx = 0; tx < nx; ++tx) {
       const size_t x0 = tx * tile, x1 = std::min(w, x0 + tile);
-      const auto [ex0, ex1] = nx > 1 ? extend(x0, x1, w) : std::pair<size_t, size_t>{0, w};
+      const auto [ex0, ex1] = extend(x0, x1, w);
       const auto t0 = std::chrono::steady_clock::now();
       Tensor patch =
           (ny > 1 || nx > 1) ? image.narrow(2, ey0, ey1 - ey0).narrow(3, ex0, ex1 - ex0).contiguous() : image;

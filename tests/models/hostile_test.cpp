@@ -1,7 +1,6 @@
 // Hostile models (tools/make-hostile-models.py): Rdn::load, the TF.js converter and the two
 // programs give a short, clear error; none crashes, recurses deeply or allocates much.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include "candle/models/rdn.h"
 #include "candle/models/tfjs.h"
 #include "hostile_util.h"
+#include "program_util.h"
 
 namespace {
 
@@ -95,24 +95,9 @@ TEST(HostileTfjs, ManifestNeedsAreComparedWithShardSizesFirst) {
 
 // ---- the programs on the crafted files ------------------------------------------------------
 
-fs::path program(const char* name) {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec).parent_path() / name;
-  return fs::exists(p, ec) ? p : fs::path();
-}
-
-struct ProgramResult {
-  int rc;
-  std::string err;
-};
-
-ProgramResult run(const std::string& cmd) {
-  const std::string errf = hostile::dir() + "/stderr.txt";
-  int status = std::system((cmd + " >/dev/null 2>" + errf).c_str());
-  std::ifstream f(errf);
-  std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
-}
+using test_models::program;
+using test_models::ProgramResult;
+using test_models::run;
 
 TEST(HostileProgram, UpscaleRefusesEachCraftedModelInOneLine) {
   fs::path exe = program("candle-upscale");

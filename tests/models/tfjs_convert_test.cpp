@@ -2,7 +2,6 @@
 // the network it builds against a naive NCHW reference, and hostile inputs. The command-line
 // programs (candle-tfjs-convert, candle-upscale) are checked when built next to this test.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "candle/models/rdn.h"
 #include "candle/models/tfjs.h"
 #include "png_util.h"
+#include "program_util.h"
 #include "test_util.h"
 
 namespace {
@@ -310,28 +310,10 @@ TEST(TfjsConvert, QuantizedWeightsAreUnsupported) {
 
 // ---- the programs, when built next to this test ------------------------------------------
 
-fs::path program(const char* name) {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec).parent_path() / name;
-  return fs::exists(p, ec) ? p : fs::path();
-}
-
-struct ProgramResult {
-  int rc;
-  std::string err;
-};
-
-ProgramResult run(const std::string& cmd) {
-  fs::path errf = temp_dir("stderr");
-  std::string full = cmd + " >/dev/null 2>" + errf.string();
-  int status = std::system(full.c_str());
-  std::ifstream f(errf);
-  std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  fs::remove(errf);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
-}
-
-size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+using test_models::lines;
+using test_models::program;
+using test_models::ProgramResult;
+using test_models::run;
 
 TEST(TfjsConvertProgram, BadInputGivesOneLineAndExitCode1) {
   fs::path exe = program("candle-tfjs-convert");
