@@ -17,3 +17,16 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The reference peers the tests and benchmarks compare with (tools/peers/package.json: llama.cpp's
+# prebuilt libraries, ...), from the npm registry; Node.js from Debian when the machine has none.
+if ! command -v npm >/dev/null; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+peers="$(dirname "$0")/peers"
+if [ ! -d "$peers/node_modules" ] || [ "$peers/package-lock.json" -nt "$peers/node_modules" ]; then
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules)
+fi

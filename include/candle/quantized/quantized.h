@@ -1,0 +1,65 @@
+// candle::quantized (candle's candle_core::quantized): QTensor, a tensor of GGML blocks, and
+// QMatMul, a matrix multiplication by one. Quantized data is not a DType: a block of 32 or 256
+// weights shares its scales. Shapes are candle's (row-major, the last dim contiguous), the
+// reverse of GGUF's ne[] order; the last dim must be a whole number of blocks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <variant>
+
+#include "candle/device.h"
+#include "candle/quantized/ggml_dtype.h"
+#include "candle/shape.h"
+#include "candle/tensor.h"
+
+namespace candle::quantized {
+
+class QTensor {
+ public:
+  // Blocks already in memory: `owner` keeps `bytes` alive (a memory-mapped file, a vector);
+  // nothing is copied. Throws when bytes.size() is not what shape and dtype need.
+  static QTensor from_bytes(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,
+                            GgmlDType dtype, const Device& device = Device::cpu());
+  // candle's QTensor::quantize: a float tensor (any float dtype; its last dim a multiple of the
+  // block size) to blocks of `dtype`; imatrix: optional importance weights, one per column.
+  static QTensor quantize(const Tensor& t, GgmlDType dtype);
+  static QTensor quantize_imatrix(const Tensor& t, std::span<const float> imatrix, GgmlDType dtype);
+
+  Tensor dequantize(const Device& device) const;  // f32
+  Tensor dequantize_f16(const Device& device) const;
+  // the raw blocks
+  std::span<const uint8_t> data() const { return bytes_; }
+  GgmlDType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  const Device& device() const { return device_; }
+  size_t storage_size_in_bytes() const { return bytes_.size(); }
+
+ private:
+  QTensor(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape, GgmlDType dtype,
+          Device device);
+  std::shared_ptr<const void> owner_;
+  std::span<const uint8_t> bytes_;
+  Shape shape_;
+  GgmlDType dtype_;
+  Device device_;
+};
+
+// x @ w^T for a weight w of shape (n, k): x (..., k) -> (..., n). A QTensor of a block type runs
+// the quantized kernels; f32 / f16 / bf16 weights are dequantized once at construction and
+// multiply as plain tensors (candle's QMatMul::Tensor).
+class QMatMul {
+ public:
+  static QMatMul from_qtensor(const QTensor& w);
+  static QMatMul from_arc(std::shared_ptr<const QTensor> w);
+  Tensor forward(const Tensor& x) const;
+  // the weight's dtype as stored
+  GgmlDType dtype() const;
+  bool is_quantized() const { return std::holds_alternative<std::shared_ptr<const QTensor>>(w_); }
+
+ private:
+  std::variant<std::shared_ptr<const QTensor>, Tensor> w_;
+};
+
+}  // namespace candle::quantized
