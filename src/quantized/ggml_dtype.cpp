@@ -76,8 +76,9 @@ std::optional<GgmlDType> ggml_dtype_from_name(std::string_view name) {
 size_t ggml_row_bytes(GgmlDType t, uint64_t n) {
   const auto& i = info(t);
   if (n % i.block != 0)
-    throw Error(ErrorKind::InvalidArgument, "a row of " + std::to_string(n) + " elements is not a whole number of " + std::string(i.name) +
-                " blocks of " + std::to_string(i.block));
+    throw Error(ErrorKind::InvalidArgument, "a row of " + std::to_string(n) +
+                                                " elements is not a whole number of " + std::string(i.name) +
+                                                " blocks of " + std::to_string(i.block));
   return static_cast<size_t>(n / i.block) * i.bytes;
 }
 

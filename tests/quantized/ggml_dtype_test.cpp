@@ -21,7 +21,7 @@ TEST(GgmlDType, IdsAndNamesRoundTrip) {
     EXPECT_EQ(ggml_dtype_from_id(static_cast<uint32_t>(t)), t);
     EXPECT_EQ(ggml_dtype_from_name(ggml_dtype_name(t)), t);
   }
-  EXPECT_EQ(ggml_dtype_from_id(4), std::nullopt);  // Q4_2, removed from ggml
+  EXPECT_EQ(ggml_dtype_from_id(4), std::nullopt);   // Q4_2, removed from ggml
   EXPECT_EQ(ggml_dtype_from_id(16), std::nullopt);  // IQ2_XXS: not supported here
   EXPECT_EQ(ggml_dtype_from_name("Q4_K"), GgmlDType::Q4K);
 }

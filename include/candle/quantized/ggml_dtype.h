@@ -32,8 +32,8 @@ enum class GgmlDType : uint32_t {
 
 // every type above, in id order
 inline constexpr GgmlDType kAllGgmlDTypes[] = {
-    GgmlDType::F32,  GgmlDType::F16,  GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q5_0,   GgmlDType::Q5_1,
-    GgmlDType::Q8_0, GgmlDType::Q8_1, GgmlDType::Q2K,  GgmlDType::Q3K,  GgmlDType::Q4K,    GgmlDType::Q5K,
+    GgmlDType::F32,  GgmlDType::F16,  GgmlDType::Q4_0,   GgmlDType::Q4_1,   GgmlDType::Q5_0, GgmlDType::Q5_1,
+    GgmlDType::Q8_0, GgmlDType::Q8_1, GgmlDType::Q2K,    GgmlDType::Q3K,    GgmlDType::Q4K,  GgmlDType::Q5K,
     GgmlDType::Q6K,  GgmlDType::Q8K,  GgmlDType::IQ4_NL, GgmlDType::IQ4_XS, GgmlDType::BF16};
 
 // ggml's name: "f32", "q4_0", "q4_K", "iq4_xs", ...
