@@ -4,7 +4,7 @@
 #   git archive <before-commit> > .devdeps/before.tar
 #   source .devdeps/devenv.sh && bash tools/avx2_before_after_run.sh build   # then: ... bench
 # build: this tree in build-dev-after, the archive in build-dev-before (conv_bench, candle-mnist-training);
-# bench: REPS rounds (default 3) of {before, after} for the 5x5 / 3x3 convs and the Fashion-MNIST epoch
+# bench: REPS rounds (default 3) of {before, after (each of AFTER_VARIANTS)} for the 5x5 / 3x3 convs and the Fashion-MNIST epoch
 #        (synthetic IDX files), at 16 threads, the built-in kernels forced to AVX2 (after) and OpenBLAS
 #        to its Haswell kernel (both); medians printed. Logs under $OUT.
 cd "$(dirname "$0")/.."
@@ -41,14 +41,20 @@ for split, n in (("train", 60000), ("t10k", 10000)):
     w(f"{split}-labels-idx1-ubyte.gz", 2049, [n], n)
 PY
 F='BM_conv2d/(5x5_64_64|3x3_64_64|3x3_64_32)/512'
+# AFTER_VARIANTS="name:ENV=V ENV2=V;name2:..." runs the after build once per variant (tuning)
+IFS=';' read -ra variants <<< "${AFTER_VARIANTS:-after:}"
+L=$(ldd build-dev-before/bin/conv_bench | awk '/openblas/ {print $3}')
+[ -n "$L" ] && OPENBLAS_CORETYPE=Haswell python3 -c "import ctypes; l=ctypes.CDLL('$L'); l.openblas_get_corename.restype=ctypes.c_char_p; print('OpenBLAS core with OPENBLAS_CORETYPE=Haswell:', l.openblas_get_corename())"
 for r in $(seq 1 $REPS); do
-  for side in before after; do
-    env="OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16"; [ $side = after ] && env="$env CANDLE_CPU_ISA=avx2"
+  for sv in before "${variants[@]}"; do
+    side=after; [ "$sv" = before ] && side=before
+    venv=""; [ $side = after ] && venv="${sv#*:}" && sv="${sv%%:*}"
+    env="OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 $venv"; [ $side = after ] && env="$env CANDLE_CPU_ISA=avx2"
     env $env build-dev-$side/bin/conv_bench --benchmark_filter="$F" --benchmark_min_time=0.3 2>&1 |
-      grep -E '^BM_' | awk -v s=$side -v r=$r '{print "conv", s, r, $1, $2}' | tee -a $OUT/conv.txt
+      grep -E '^BM_' | awk -v s=$sv -v r=$r '{print "conv", s, r, $1, $2}' | tee -a $OUT/conv.txt
     env $env timeout 120 python3 tools/bench_mnist_vs_torch.py --only candle \
-      --candle build-dev-$side/bin/candle-mnist-training --data build-dev-fmnist --threads 16 > $OUT/mnist_${side}_$r.log 2>&1
-    echo "mnist $side $r $(grep -E '^candle-cpp' $OUT/mnist_${side}_$r.log | awk '{print $2}')" | tee -a $OUT/mnist.txt
+      --candle build-dev-$side/bin/candle-mnist-training --data build-dev-fmnist --threads 16 > $OUT/mnist_${sv}_$r.log 2>&1
+    echo "mnist $sv $r $(grep -E '^candle-cpp' $OUT/mnist_${sv}_$r.log | awk '{print $2}')" | tee -a $OUT/mnist.txt
   done
 done
 echo "== medians (ms for conv, s for the epoch)"
@@ -60,10 +66,13 @@ for line in open(f"{out}/conv.txt"):
 for line in open(f"{out}/mnist.txt"):
     m = re.search(r"mnist (\w+) \d+ ([0-9.]+)s", line)
     if m: d[("mnist_epoch", m.group(1))].append(float(m.group(2)))
+sides = sorted({k[1] for k in d} - {"before"})
 for name in sorted({k[0] for k in d}):
-    b, a = d.get((name, "before"), []), d.get((name, "after"), [])
-    if b and a:
-        mb, ma = statistics.median(b), statistics.median(a)
-        print(f"{name}: before {mb:.2f} after {ma:.2f} after/before {ma/mb:.3f}  (runs {b} / {a})")
+    b = d.get((name, "before"), [])
+    for side in sides:
+        a = d.get((name, side), [])
+        if b and a:
+            mb, ma = statistics.median(b), statistics.median(a)
+            print(f"{name}: before {mb:.2f} {side} {ma:.2f} ratio {ma/mb:.3f}  (runs {b} / {a})")
 PY
 echo "done at $((SECONDS-T0)) s"
