@@ -474,22 +474,20 @@ void dequantize_q6_k(const void* x, float* y, size_t n) {
   for (size_t i = 0; i < n / kQK_K; ++i) {
     const BlockQ6_K& b = blocks[i];
     const float d = f16_bits_to_f32(b.d);
-    for (int h = 0; h < 2; ++h, y += 128) {
-      const uint8_t* ql = b.ql + 64 * h;
-      const uint8_t* qh = b.qh + 32 * h;
-      const int8_t* sc = b.scales + 8 * h;
-      for (int l = 0; l < 32; ++l) {
-        const int is = l / 16;
-        const int q1 = ((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
-        y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
-        y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
-        y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
-      }
-    }
+    // element 128 h + 32 s + 16 k + l: low nibble (s even) or high nibble (s odd) of
+    // ql[64 h + 32 (s & 1) + 16 k + l], bits 2s.. of qh[32 h + 16 k + l], scale 8 h + 2 s + k
+    for (int h = 0; h < 2; ++h)
+      for (int s = 0; s < 4; ++s)
+        for (int k = 0; k < 2; ++k, y += 16) {
+          const float ds = d * static_cast<float>(b.scales[8 * h + 2 * s + k]);
+          const uint8_t* ql = b.ql + 64 * h + 32 * (s & 1) + 16 * k;
+          const uint8_t* qh = b.qh + 32 * h + 16 * k;
+          const int shift = s < 2 ? 0 : 4;
+          for (int l = 0; l < 16; ++l) {
+            const int q = (((ql[l] >> shift) & 0xf) | (((qh[l] >> (2 * s)) & 3) << 4)) - 32;
+            y[l] = ds * static_cast<float>(q);
+          }
+        }
   }
 }
 

@@ -227,20 +227,16 @@ void dequantize_q4_0(const void* x, float* y, size_t n) {
   const BlockQ4_0* b = static_cast<const BlockQ4_0*>(x);
   for (size_t i = 0; i < n / kBlock; ++i, y += kBlock) {
     const float d = f16_bits_to_f32(b[i].d);
-    for (int j = 0; j < kHalf; ++j) {
-      y[j] = static_cast<float>((b[i].qs[j] & 0x0f) - 8) * d;
-      y[j + kHalf] = static_cast<float>((b[i].qs[j] >> 4) - 8) * d;
-    }
+    for (int j = 0; j < kHalf; ++j) y[j] = static_cast<float>((b[i].qs[j] & 0x0f) - 8) * d;
+    for (int j = 0; j < kHalf; ++j) y[j + kHalf] = static_cast<float>((b[i].qs[j] >> 4) - 8) * d;
   }
 }
 void dequantize_q4_1(const void* x, float* y, size_t n) {
   const BlockQ4_1* b = static_cast<const BlockQ4_1*>(x);
   for (size_t i = 0; i < n / kBlock; ++i, y += kBlock) {
     const float d = f16_bits_to_f32(b[i].d), m = f16_bits_to_f32(b[i].m);
-    for (int j = 0; j < kHalf; ++j) {
-      y[j] = static_cast<float>(b[i].qs[j] & 0x0f) * d + m;
-      y[j + kHalf] = static_cast<float>(b[i].qs[j] >> 4) * d + m;
-    }
+    for (int j = 0; j < kHalf; ++j) y[j] = static_cast<float>(b[i].qs[j] & 0x0f) * d + m;
+    for (int j = 0; j < kHalf; ++j) y[j + kHalf] = static_cast<float>(b[i].qs[j] >> 4) * d + m;
   }
 }
 void dequantize_q5_0(const void* x, float* y, size_t n) {
