@@ -24,14 +24,16 @@ class QMatMulOp final : public CustomOp1 {
     size_t n = wd[0], k = wd[1];
     const auto& xd = l.shape().dims();
     if (xd.empty() || xd.back() != k)
-      throw Error(ErrorKind::ShapeMismatch, "qmatmul: the input's last dim is " +
-                                                (xd.empty() ? std::string("missing") : std::to_string(xd.back())) +
-                                                ", the weight's " + std::to_string(k));
+      throw Error(ErrorKind::ShapeMismatch,
+                  "qmatmul: the input's last dim is " +
+                      (xd.empty() ? std::string("missing") : std::to_string(xd.back())) + ", the weight's " +
+                      std::to_string(k));
     if (s.dtype() != DType::F32 || !l.is_contiguous())
       throw Error(ErrorKind::Internal, "qmatmul: the input must be contiguous f32 here");
     size_t m = l.shape().elem_count() / k;
     auto out = CpuStorage::alloc(DType::F32, m * n);
-    qmatmul_cpu(w_.dtype(), w_.data().data(), n, k, s.data<float>() + l.start_offset(), m, out->data<float>());
+    qmatmul_cpu(w_.dtype(), w_.data().data(), n, k, s.data<float>() + l.start_offset(), m,
+                out->data<float>());
     std::vector<size_t> od(xd.begin(), xd.end());
     od.back() = n;
     return {out, Shape(od)};

@@ -22,24 +22,29 @@ size_t qtensor_bytes(const Shape& shape, GgmlDType dtype) {
   if (shape.rank() == 0) throw Error(ErrorKind::ShapeMismatch, "a QTensor needs at least one dim");
   size_t row = shape.dims().back();
   size_t rows = shape.elem_count() / (row ? row : 1);
-  size_t row_bytes = with_context("QTensor of shape " + shape_str(shape), [&] { return ggml_row_bytes(dtype, row); });
+  size_t row_bytes =
+      with_context("QTensor of shape " + shape_str(shape), [&] { return ggml_row_bytes(dtype, row); });
   if (rows != 0 && row_bytes > SIZE_MAX / rows) throw Error(ErrorKind::InvalidArgument, "QTensor too large");
   return row_bytes * rows;
 }
 
 }  // namespace
 
-QTensor::QTensor(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape, GgmlDType dtype,
-                 Device device)
-    : owner_(std::move(owner)), bytes_(bytes), shape_(std::move(shape)), dtype_(dtype), device_(std::move(device)) {}
+QTensor::QTensor(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,
+                 GgmlDType dtype, Device device)
+    : owner_(std::move(owner)),
+      bytes_(bytes),
+      shape_(std::move(shape)),
+      dtype_(dtype),
+      device_(std::move(device)) {}
 
 QTensor QTensor::from_bytes(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,
                             GgmlDType dtype, const Device& device) {
   size_t need = qtensor_bytes(shape, dtype);
   if (bytes.size() != need)
-    throw Error(ErrorKind::InvalidArgument, "a " + std::string(ggml_dtype_name(dtype)) + " QTensor of shape " +
-                                                shape_str(shape) + " takes " + std::to_string(need) + " bytes, not " +
-                                                std::to_string(bytes.size()));
+    throw Error(ErrorKind::InvalidArgument,
+                "a " + std::string(ggml_dtype_name(dtype)) + " QTensor of shape " + shape_str(shape) +
+                    " takes " + std::to_string(need) + " bytes, not " + std::to_string(bytes.size()));
   return QTensor(std::move(owner), bytes, std::move(shape), dtype, device);
 }
 
@@ -47,8 +52,8 @@ namespace {
 
 QTensor quantize_impl(const Tensor& t, GgmlDType dtype, const float* imatrix, size_t imatrix_len) {
   if (!dtype_is_float(t.dtype()))
-    throw Error(ErrorKind::DTypeMismatch, "QTensor::quantize needs a float tensor, not " +
-                                              std::string(dtype_name(t.dtype())));
+    throw Error(ErrorKind::DTypeMismatch,
+                "QTensor::quantize needs a float tensor, not " + std::string(dtype_name(t.dtype())));
   const Shape& shape = t.shape();
   size_t need = qtensor_bytes(shape, dtype);
   size_t row = shape.dims().back();
