@@ -1,0 +1,327 @@
+// candle-quantize: an f32 / f16 / bf16 model (GGUF or safetensors) to a GGUF file of a chosen
+// block type, with llama.cpp's per-tensor mixes for Q4_K_M / Q5_K_M and its importance matrices.
+//
+//   candle-quantize INPUT OUTPUT TYPE [--imatrix FILE] [--allow-requantize] [--force] [--threads N]
+//
+// TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs, or the
+// mixes q4_k_m q5_k_m q4_k_s q5_k_s (case-insensitive). As llama-quantize does, only weight
+// matrices are quantized (2-d tensors named *.weight; norms, biases and 1-d tensors stay f32),
+// the output projection takes q6_k under K-quant types, and a K-quant that does not divide a row
+// falls back to a legacy type. The output is written under a temporary name and renamed; an
+// existing OUTPUT is kept unless --force.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "candle/candle.h"
+#include "candle/quantized/gguf_file.h"
+#include "candle/quantized/quantized.h"
+
+using candle::DType;
+using candle::Error;
+using candle::ErrorKind;
+using candle::Shape;
+using candle::Tensor;
+using namespace candle::quantized;
+namespace fs = std::filesystem;
+
+namespace {
+
+// a target: the base block type, and whether it is one of llama.cpp's K-quant mixes
+struct Target {
+  GgmlDType base;
+  bool mix_m = false;         // _M: attn_v / ffn_down of some layers in q6_k
+  uint32_t file_type = 0;     // llama.cpp's general.file_type (LLAMA_FTYPE_*)
+  std::string name;
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+Target parse_target(const std::string& arg) {
+  // llama.cpp's LLAMA_FTYPE_MOSTLY_* numbers, written as general.file_type
+  static const std::map<std::string, Target> targets = {
+      {"f32", {GgmlDType::F32, false, 0, "F32"}},         {"f16", {GgmlDType::F16, false, 1, "F16"}},
+      {"bf16", {GgmlDType::BF16, false, 32, "BF16"}},     {"q4_0", {GgmlDType::Q4_0, false, 2, "Q4_0"}},
+      {"q4_1", {GgmlDType::Q4_1, false, 3, "Q4_1"}},      {"q8_0", {GgmlDType::Q8_0, false, 7, "Q8_0"}},
+      {"q5_0", {GgmlDType::Q5_0, false, 8, "Q5_0"}},      {"q5_1", {GgmlDType::Q5_1, false, 9, "Q5_1"}},
+      {"q2_k", {GgmlDType::Q2K, false, 10, "Q2_K"}},      {"q3_k", {GgmlDType::Q3K, false, 11, "Q3_K_S"}},
+      {"q3_k_s", {GgmlDType::Q3K, false, 11, "Q3_K_S"}},  {"q4_k", {GgmlDType::Q4K, false, 14, "Q4_K_S"}},
+      {"q4_k_s", {GgmlDType::Q4K, false, 14, "Q4_K_S"}},  {"q4_k_m", {GgmlDType::Q4K, true, 15, "Q4_K_M"}},
+      {"q5_k", {GgmlDType::Q5K, false, 16, "Q5_K_S"}},    {"q5_k_s", {GgmlDType::Q5K, false, 16, "Q5_K_S"}},
+      {"q5_k_m", {GgmlDType::Q5K, true, 17, "Q5_K_M"}},   {"q6_k", {GgmlDType::Q6K, false, 18, "Q6_K"}},
+      {"iq4_nl", {GgmlDType::IQ4_NL, false, 25, "IQ4_NL"}}, {"iq4_xs", {GgmlDType::IQ4_XS, false, 30, "IQ4_XS"}},
+  };
+  auto it = targets.find(lower(arg));
+  if (it == targets.end()) {
+    std::string known;
+    for (const auto& [k, v] : targets) known += (known.empty() ? "" : " ") + k;
+    throw Error(ErrorKind::InvalidArgument, "unknown type '" + arg.substr(0, 40) + "' (known: " + known + ")");
+  }
+  return it->second;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// the layer index of a GGUF ("blk.N.") or Hugging Face ("layers.N.") tensor name, or -1
+long layer_of(const std::string& name) {
+  for (const char* p : {"blk.", "layers.", "h."}) {
+    auto at = name.find(p);
+    if (at == std::string::npos || (at > 0 && name[at - 1] != '.')) continue;
+    size_t i = at + std::char_traits<char>::length(p), j = i;
+    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+    if (j > i && j < name.size() && name[j] == '.') return std::stol(name.substr(i, j - i));
+  }
+  return -1;
+}
+
+// llama.cpp's "more bits" layers of the _M mixes: the first and last eighth, and every third between
+bool use_more_bits(long layer, long n_layers) {
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+// the type of one tensor under `target`, following llama-quantize's choices for the types here
+// (llama_tensor_get_type's rules for these mixes, as documented by its behaviour)
+GgmlDType type_for(const std::string& name, const Shape& shape, const Target& target, long n_layers) {
+  const bool matrix = shape.rank() == 2 && ends_with(name, "weight");
+  if (!matrix || !ggml_is_quantized(target.base)) return matrix ? target.base : GgmlDType::F32;
+  GgmlDType t = target.base;
+  // the output projection: q6_k (q8_0 when its rows are not whole super-blocks) unless q8_0 was asked
+  const bool output = name == "output.weight" || name == "lm_head.weight";
+  if (output && t != GgmlDType::Q8_0)
+    return shape.dims().back() % ggml_block_size(GgmlDType::Q6K) == 0 ? GgmlDType::Q6K : GgmlDType::Q8_0;
+  const long layer = layer_of(name);
+  const bool attn_v = contains(name, "attn_v.") || contains(name, "v_proj.");
+  const bool ffn_down = contains(name, "ffn_down") || contains(name, "down_proj.");
+  const bool attn_qkv = contains(name, "attn_qkv.") || contains(name, "qkv_proj.");
+  if (target.mix_m) {
+    if ((attn_v || ffn_down) && layer >= 0 && n_layers > 0 && use_more_bits(layer, n_layers)) t = GgmlDType::Q6K;
+    if (attn_qkv) t = target.base == GgmlDType::Q4K ? GgmlDType::Q5K : GgmlDType::Q6K;
+  } else if (target.base == GgmlDType::Q4K && ffn_down && layer >= 0 && layer < n_layers / 8) {
+    t = GgmlDType::Q5K;  // Q4_K_S: the first eighth of ffn_down
+  }
+  // a row the super-block does not divide: llama.cpp's fallbacks
+  const size_t row = shape.dims().back();
+  if (row % ggml_block_size(t) != 0) {
+    switch (t) {
+      case GgmlDType::Q2K:
+      case GgmlDType::Q3K:
+      case GgmlDType::IQ4_XS: t = GgmlDType::IQ4_NL; break;
+      case GgmlDType::Q4K: t = GgmlDType::Q5_0; break;
+      case GgmlDType::Q5K: t = GgmlDType::Q5_1; break;
+      case GgmlDType::Q6K: t = GgmlDType::Q8_0; break;
+      default: break;
+    }
+    if (row % ggml_block_size(t) != 0) t = GgmlDType::F16;
+  }
+  return t;
+}
+
+// An importance matrix: llama-imatrix's legacy .dat (entries of name, calls, values summed over
+// calls) or its GGUF form (<name>.in_sum2 and <name>.counts tensors); values per column.
+std::map<std::string, std::vector<float>> read_imatrix(const std::string& path) {
+  std::map<std::string, std::vector<float>> out;
+  if (ends_with(lower(path), ".gguf")) {
+    gguf_file::Content c = gguf_file::Content::read(path);
+    for (const auto& [name, info] : c.tensor_infos) {
+      if (!ends_with(name, ".in_sum2")) continue;
+      const std::string base = name.substr(0, name.size() - 8);
+      auto sums = c.tensor(name).dequantize(candle::Device::cpu()).flatten_to_vec<float>();
+      auto cit = c.tensor_infos.find(base + ".counts");
+      if (cit != c.tensor_infos.end()) {
+        auto counts = c.tensor(base + ".counts").dequantize(candle::Device::cpu()).flatten_to_vec<float>();
+        const float n = counts.empty() ? 0.f : counts[0];
+        if (n > 0)
+          for (float& v : sums) v /= n;
+      }
+      out[base] = std::move(sums);
+    }
+    return out;
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorKind::Io, "--imatrix: cannot open " + path);
+  const auto file_size = static_cast<uint64_t>(fs::file_size(path));
+  auto read_i32 = [&](const char* what) {
+    int32_t v = 0;
+    if (!f.read(reinterpret_cast<char*>(&v), 4)) throw Error(ErrorKind::Parse, path + ": truncated at " + what);
+    return v;
+  };
+  const int32_t n = read_i32("the entry count");
+  if (n < 0 || static_cast<uint64_t>(n) > file_size / 12)
+    throw Error(ErrorKind::Parse, path + ": " + std::to_string(n) + " entries cannot fit the file");
+  for (int32_t e = 0; e < n; ++e) {
+    const int32_t len = read_i32("a name length");
+    if (len <= 0 || len > 4096) throw Error(ErrorKind::Parse, path + ": bad name length " + std::to_string(len));
+    std::string name(static_cast<size_t>(len), '\0');
+    if (!f.read(name.data(), len)) throw Error(ErrorKind::Parse, path + ": truncated name");
+    const int32_t ncall = read_i32("a call count");
+    const int32_t nval = read_i32("a value count");
+    if (nval <= 0 || static_cast<uint64_t>(nval) * 4 > file_size)
+      throw Error(ErrorKind::Parse, path + ": bad value count " + std::to_string(nval) + " for " + name.substr(0, 80));
+    std::vector<float> v(static_cast<size_t>(nval));
+    if (!f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4)))
+      throw Error(ErrorKind::Parse, path + ": truncated values of " + name.substr(0, 80));
+    if (ncall > 0)
+      for (float& x : v) x /= static_cast<float>(ncall);
+    out[name] = std::move(v);
+  }
+  return out;
+}
+
+// the source model: GGUF (metadata kept) or safetensors
+struct Source {
+  std::optional<gguf_file::Content> gguf;
+  std::optional<candle::safetensors::MmapedSafetensors> st;
+  std::vector<std::string> names;
+
+  explicit Source(const std::string& path) {
+    if (ends_with(lower(path), ".gguf")) {
+      gguf = gguf_file::Content::read(path);
+      for (const auto& [n, info] : gguf->tensor_infos) names.push_back(n);
+      // the file's order (by offset), as llama-quantize keeps it
+      std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+        return gguf->tensor_infos.at(a).offset < gguf->tensor_infos.at(b).offset;
+      });
+    } else if (ends_with(lower(path), ".safetensors")) {
+      st.emplace(path);
+      names = st->names();
+    } else {
+      throw Error(ErrorKind::InvalidArgument, "input " + path + ": expected a .gguf or .safetensors file");
+    }
+  }
+  Shape shape(const std::string& n) const { return gguf ? gguf->tensor_infos.at(n).shape : st->info(n).second; }
+  std::string dtype_name(const std::string& n) const {
+    return gguf ? std::string(ggml_dtype_name(gguf->tensor_infos.at(n).ggml_dtype))
+                : std::string(candle::dtype_name(st->info(n).first));
+  }
+  size_t bytes(const std::string& n) const {
+    if (gguf) return gguf->tensor_infos.at(n).size_in_bytes();
+    return shape(n).elem_count() * candle::dtype_size(st->info(n).first);
+  }
+  bool is_quantized(const std::string& n) const {
+    return gguf && ggml_is_quantized(gguf->tensor_infos.at(n).ggml_dtype);
+  }
+  Tensor load_f32(const std::string& n) const {
+    if (gguf) return gguf->tensor(n).dequantize(candle::Device::cpu());
+    return st->load(n, candle::Device::cpu()).to_dtype(DType::F32);
+  }
+  long n_layers() const {
+    if (gguf)
+      for (const auto& [k, v] : gguf->metadata)
+        if (ends_with(k, ".block_count")) return static_cast<long>(v.to_u64());
+    long n = -1;
+    for (const auto& name : names) n = std::max(n, layer_of(name));
+    return n + 1;
+  }
+};
+
+int run(const std::string& input, const std::string& output, const std::string& type_arg,
+        const std::string& imatrix_path, bool allow_requantize, bool force) {
+  const Target target = parse_target(type_arg);
+  std::error_code ec;
+  if (!fs::is_regular_file(input, ec)) throw Error(ErrorKind::Io, "input " + input + " not found");
+  if (fs::exists(output, ec)) {
+    if (fs::equivalent(input, output, ec)) throw Error(ErrorKind::InvalidArgument, "the output is the input");
+    if (!force) throw Error(ErrorKind::Io, "output " + output + " exists (--force replaces it)");
+  }
+  const fs::path out_dir = fs::absolute(output).parent_path();
+  if (!fs::is_directory(out_dir, ec)) throw Error(ErrorKind::Io, "output directory " + out_dir.string() + " not found");
+  if (!ends_with(lower(output), ".gguf"))
+    std::fprintf(stderr, "candle-quantize: note: %s has no .gguf extension\n", output.c_str());
+
+  std::map<std::string, std::vector<float>> imatrix;
+  if (!imatrix_path.empty()) {
+    imatrix = read_imatrix(imatrix_path);
+    std::fprintf(stderr, "imatrix: %zu entries from %s\n", imatrix.size(), imatrix_path.c_str());
+  }
+  Source src(input);
+  const long n_layers = src.n_layers();
+  std::fprintf(stderr, "%s: %zu tensors, %ld layers; quantizing to %s\n", input.c_str(), src.names.size(), n_layers,
+               target.name.c_str());
+
+  gguf_file::MetadataList meta;
+  if (src.gguf)
+    for (const auto& [k, v] : src.gguf->metadata)
+      if (k != "general.file_type" && k != "general.quantization_version" && k != "general.alignment")
+        meta.emplace_back(k, v);
+  meta.emplace_back("general.quantization_version", uint32_t{2});
+  meta.emplace_back("general.file_type", target.file_type);
+
+  gguf_file::TensorList tensors;
+  size_t in_bytes = 0, out_bytes = 0, i = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& name : src.names) {
+    ++i;
+    const Shape shape = src.shape(name);
+    GgmlDType t = type_for(name, shape, target, n_layers);
+    if (src.is_quantized(name) && !allow_requantize) {
+      if (src.gguf->tensor_infos.at(name).ggml_dtype != t)
+        throw Error(ErrorKind::InvalidArgument, "tensor " + name + " is already " + src.dtype_name(name) +
+                                                    " (--allow-requantize dequantizes and quantizes it again)");
+    }
+    Tensor x = src.load_f32(name);
+    std::optional<QTensor> q;
+    auto im = imatrix.find(name);
+    if (im != imatrix.end() && ggml_is_quantized(t)) {
+      if (im->second.size() != shape.dims().back())
+        throw Error(ErrorKind::ShapeMismatch, "imatrix entry " + name + " has " + std::to_string(im->second.size()) +
+                                                  " values, the tensor's rows " + std::to_string(shape.dims().back()));
+      q = QTensor::quantize_imatrix(x, im->second, t);
+    } else {
+      q = QTensor::quantize(x, t);
+    }
+    in_bytes += src.bytes(name);
+    out_bytes += q->storage_size_in_bytes();
+    std::string dims;
+    for (size_t d : shape.dims()) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    std::fprintf(stderr, "[%4zu/%4zu] %-40s [%s] %s -> %s%s, %.2f MiB\n", i, src.names.size(), name.c_str(),
+                 dims.c_str(), src.dtype_name(name).c_str(), std::string(ggml_dtype_name(t)).c_str(),
+                 im != imatrix.end() && ggml_is_quantized(t) ? " (imatrix)" : "",
+                 static_cast<double>(q->storage_size_in_bytes()) / (1 << 20));
+    tensors.emplace_back(name, std::move(*q));
+  }
+  gguf_file::write(output, meta, tensors);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "wrote %s: %.2f MiB (input %.2f MiB), %.1f s\n", output.c_str(),
+               static_cast<double>(out_bytes) / (1 << 20), static_cast<double>(in_bytes) / (1 << 20), secs);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"candle-quantize: an f32/f16/bf16 GGUF or safetensors model to a quantized GGUF file"};
+  std::string input, output, type, imatrix;
+  bool allow_requantize = false, force = false;
+  size_t threads = 0;
+  app.add_option("input", input, "model: .gguf or .safetensors")->required();
+  app.add_option("output", output, "the GGUF file to write")->required();
+  app.add_option("type", type, "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs f16 bf16 f32, "
+                                "or the mixes q4_k_m q5_k_m q4_k_s q5_k_s")
+      ->required();
+  app.add_option("--imatrix", imatrix, "importance matrix: llama-imatrix's .dat or .gguf");
+  app.add_flag("--allow-requantize", allow_requantize, "accept tensors that are already quantized");
+  app.add_flag("--force", force, "replace OUTPUT when it exists");
+  app.add_option("--threads", threads, "CPU threads (default: CANDLE_NUM_THREADS or all cores)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (threads) candle::set_num_threads(threads);
+    return run(input, output, type, imatrix, allow_requantize, force);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "candle-quantize: error: %s\n", e.what());
+    return 1;
+  }
+}
