@@ -7,6 +7,7 @@
 #include "candle/dtype.h"
 #include "candle/error.h"
 #include "candle/io/npy.h"
+#include "candle/io/pickle.h"
 #include "candle/io/safetensors.h"
 #include "candle/layout.h"
 #include "candle/shape.h"

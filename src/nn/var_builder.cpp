@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "candle/io/npy.h"
+#include "candle/io/pickle.h"
 #include "candle/io/safetensors.h"
 
 namespace candle::nn {
@@ -47,6 +48,26 @@ class SafetensorsBackend final : public VarBuilderBackend {
     return s;
   }
   std::vector<std::pair<std::string, safetensors::MmapedSafetensors>> files_;
+};
+
+class PthBackend final : public VarBuilderBackend {
+ public:
+  PthBackend(const std::string& path, const std::optional<std::string>& key) : path_(path), pth_(path, key) {}
+  Tensor get(const Shape&, const std::string& name, const Init&, DType dtype,
+             const Device& device) const override {
+    return get_unchecked(name, dtype, device);
+  }
+  Tensor get_unchecked(const std::string& name, DType, const Device& device) const override {
+    auto t = pth_.get(name, device);
+    if (!t) throw missing(name, path_);
+    return *t;
+  }
+  bool contains_tensor(const std::string& name) const override { return pth_.contains(name); }
+  std::string source_of(const std::string&) const override { return path_; }
+
+ private:
+  std::string path_;
+  pickle::PthTensors pth_;
 };
 
 class TensorMapBackend final : public VarBuilderBackend {
@@ -119,6 +140,11 @@ VarBuilder VarBuilder::from_npz(const std::string& path, DType dtype, const Devi
   std::unordered_map<std::string, Tensor> m;
   for (auto& [name, t] : npy::read_npz(path, Device::cpu())) m.emplace(name, t);
   return from_backend(std::make_shared<TensorMapBackend>(std::move(m), path), dtype, device);
+}
+
+VarBuilder VarBuilder::from_pth(const std::string& path, DType dtype, const Device& device,
+                                const std::optional<std::string>& key) {
+  return from_backend(std::make_shared<PthBackend>(path, key), dtype, device);
 }
 
 VarBuilder VarBuilder::from_tensors(std::unordered_map<std::string, Tensor> tensors, DType dtype,

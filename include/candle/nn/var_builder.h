@@ -1,5 +1,6 @@
 // candle_nn::VarBuilder: fetches a model's named weights from a backend (safetensors files,
-// npz, a tensor map, a VarMap), with a path prefix, shape checks and dtype/device conversion.
+// npz, PyTorch checkpoints, a tensor map, a VarMap), with a path prefix, shape checks and dtype/device
+// conversion.
 #pragma once
 
 #include <memory>
@@ -35,6 +36,10 @@ class VarBuilder {
   static VarBuilder from_mmaped_safetensors(const std::vector<std::string>& paths, DType dtype,
                                             const Device& device);
   static VarBuilder from_npz(const std::string& path, DType dtype, const Device& device);
+  // A PyTorch checkpoint (.pt/.pth/.bin, candle::pickle): tensors are loaded when asked for;
+  // `key` selects one entry of a top-level dict (e.g. "state_dict").
+  static VarBuilder from_pth(const std::string& path, DType dtype, const Device& device,
+                             const std::optional<std::string>& key = std::nullopt);
   static VarBuilder from_tensors(std::unordered_map<std::string, Tensor> tensors, DType dtype,
                                  const Device& device);
   // Variables are created in the map (with the hints' Init) on first get.
