@@ -193,9 +193,10 @@ def main():
     os.makedirs(GGML_DIR, exist_ok=True)
     files = {"valid-v1": valid(1), "valid-v2": valid(2), "valid-v3": valid(3), "valid-v3-align64": valid(3, 64)}
     # accepted as llama.cpp accepts them: a dim of 0 (an empty tensor), an empty tensor name,
-    # a bool byte other than 0 or 1 (true)
+    # a bool byte other than 0 or 1 (true), a tensor of 0 dims (shape (1))
     files["valid-dim-0"] = one_tensor([4, 0])
     files["valid-tensor-name-empty"] = one_tensor([8], name="", data=f32_data(8))
+    files["valid-n-dims-0"] = one_tensor([], data=f32_data(1))
     files["valid-bool-2"] = W().header(0, 1).kv("k", BOOL, 2).bytes()
     for k, v in hostile().items():
         files["hostile-" + k] = v

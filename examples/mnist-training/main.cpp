@@ -3,7 +3,7 @@
 //
 //   candle-mnist-training [--model linear|mlp|cnn] [--epochs N] [--learning-rate X]
 //                         [--data DIR] [--save PATH] [--load PATH] [--seed N] [--threads N]
-//                         [--init torch|candle]
+//                         [--init torch|candle] [--device cpu|auto|cuda|rocm|vulkan]
 //
 // Differences from candle's example: every model trains on shuffled mini-batches of 64 with
 // AdamW (candle runs full-batch SGD for linear/mlp); the CNN has the dropout(0.5) of newer
@@ -179,8 +179,12 @@ int64_t load_checkpoint(const nn::VarMap& vm, nn::AdamW& opt, const std::string&
 
 int run(const std::string& model_kind, size_t epochs, std::optional<double> lr_arg,
         const std::string& data_dir, const std::string& save, const std::string& load, uint64_t seed,
-        LayerInit init) {
-  candle::Device dev = candle::Device::cpu();
+        LayerInit init, const std::string& device_name) {
+  std::string why;
+  candle::Device dev =
+      device_name == "auto" ? candle::Device::auto_select(&why) : candle::Device::from_name(device_name);
+  if (device_name == "auto") std::fprintf(stderr, "device: %s\n", why.c_str());
+  std::fprintf(stderr, "training on %s\n", dev.to_string().c_str());
   dev.set_seed(seed);
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -194,8 +198,10 @@ int run(const std::string& model_kind, size_t epochs, std::optional<double> lr_a
                                                 " pixels, the models need 28x28");
   std::fprintf(stderr, "train-images: [%zu, %zu], test-images: [%zu, %zu]\n", ds.train_images.dim(0),
                ds.train_images.dim(1), ds.test_images.dim(0), ds.test_images.dim(1));
-  Tensor train_labels = ds.train_labels.to_dtype(DType::U32);
-  Tensor test_labels = ds.test_labels.to_dtype(DType::U32);
+  // the whole (small) dataset on the device once; batches are gathered there
+  Tensor train_images = ds.train_images.to_device(dev), test_images = ds.test_images.to_device(dev);
+  Tensor train_labels = ds.train_labels.to_dtype(DType::U32).to_device(dev);
+  Tensor test_labels = ds.test_labels.to_dtype(DType::U32).to_device(dev);
 
   nn::VarMap vm;
   auto vb = nn::VarBuilder::from_varmap(vm, DType::F32, dev);
@@ -209,9 +215,9 @@ int run(const std::string& model_kind, size_t epochs, std::optional<double> lr_a
     std::fprintf(stderr, "loaded %s (%lld epochs done)\n", load.c_str(), static_cast<long long>(done));
   }
 
-  candle::datasets::Batcher batcher(ds.train_images, train_labels, kBatchSize, seed);
+  candle::datasets::Batcher batcher(train_images, train_labels, kBatchSize, seed);
   if (epochs == 0) {
-    std::printf("test_acc %.4f\n", test_accuracy(*model, ds.test_images, test_labels));
+    std::printf("test_acc %.4f\n", test_accuracy(*model, test_images, test_labels));
     if (!save.empty()) save_checkpoint(vm, opt, done, save);
     return 0;
   }
@@ -236,7 +242,7 @@ int run(const std::string& model_kind, size_t epochs, std::optional<double> lr_a
       }
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    double acc = test_accuracy(*model, ds.test_images, test_labels);
+    double acc = test_accuracy(*model, test_images, test_labels);
     std::printf("epoch %lld train_loss %.5f test_acc %.4f time %.1fs\n", static_cast<long long>(epoch),
                 sum_loss / static_cast<double>(std::max<size_t>(step, 1)), acc, secs);
     std::fflush(stdout);
@@ -250,6 +256,7 @@ int run(const std::string& model_kind, size_t epochs, std::optional<double> lr_a
 int main(int argc, char** argv) {
   CLI::App app{"candle-mnist-training: train a linear model, an MLP or a CNN on (Fashion-)MNIST"};
   std::string model = "linear", data = "/usr/share/datasets/fashion-mnist", save, load, init = "torch";
+  std::string device = "cpu";
   size_t epochs = 10, threads = 0;
   std::optional<double> lr;
   uint64_t seed = 299792458;
@@ -265,6 +272,10 @@ int main(int argc, char** argv) {
   app.add_option("--load", load, "start from a checkpoint (weights, and AdamW state when present)");
   app.add_option("--seed", seed, "seed of the initialisation, dropout and shuffling")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (default: CANDLE_NUM_THREADS or all cores)");
+  app.add_option("--device", device,
+                 "cpu (the default: the same bytes for any thread count), auto (CUDA, else the best Vulkan "
+                 "GPU, else the CPU, as candle-upscale), cuda[:N], rocm[:N] or vulkan[:N]")
+      ->capture_default_str();
   app.add_option("--init", init,
                  "initialisation of the mlp/cnn layers: torch (PyTorch's default, uniform +-1/sqrt(fan_in)) "
                  "or candle (candle-nn's Kaiming normal)")
@@ -277,7 +288,7 @@ int main(int argc, char** argv) {
       throw Error(ErrorKind::Io, "--load: " + load + " not found");
     if (threads) candle::set_num_threads(threads);
     return run(model, epochs, lr, data, save, load, seed,
-               init == "candle" ? LayerInit::Candle : LayerInit::Torch);
+               init == "candle" ? LayerInit::Candle : LayerInit::Torch, device);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "candle-mnist-training: error: %s\n", e.what());
     return 1;

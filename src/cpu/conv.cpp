@@ -10,6 +10,7 @@
 // every output value has the same operation order for any thread count.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -52,6 +53,16 @@ void epilogue(A* x, size_t n, A bias, bool has_bias, std::optional<UnaryOp> act)
 }
 
 // Uninitialised per-worker scratch.
+// CANDLE_CONV_C_SCRATCH=1 (a tuning experiment; no effect on the bits): f32 / f64 convolutions
+// accumulate each block in a scratch tile and copy it out, instead of in the output itself.
+bool conv_c_scratch_tune() {
+  static const bool on = [] {
+    const char* v = std::getenv("CANDLE_CONV_C_SCRATCH");
+    return v && v[0] == '1';
+  }();
+  return on;
+}
+
 template <typename A>
 struct ConvScratch {
   std::unique_ptr<A[]> panel, tile;
@@ -82,7 +93,10 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
   const size_t limit = conv_scratch_limit();
   size_t cols = need_panel ? std::max<size_t>(kMinCols, kPanelBytes / (std::max<size_t>(kdim, 1) * sizeof(A)))
                            : kPointwiseCols;
-  const size_t per_col = (need_panel ? kdim : 0) + (direct_out ? 0 : cout_g);
+  // C in a scratch tile (rows n apart) rather than in the output (rows ohw apart): always for
+  // f16 / bf16 (converted on the way out); for f32 / f64 when CANDLE_CONV_C_SCRATCH=1 (tuning)
+  const bool c_scratch = !direct_out || conv_c_scratch_tune();
+  const size_t per_col = (need_panel ? kdim : 0) + (c_scratch ? cout_g : 0);
   if (per_col > 0) cols = std::min(cols, std::max<size_t>(1, limit / (per_col * sizeof(A))));
   cols = std::min(cols, ohw);
   // spread small images over a few blocks (never narrower than kMinCols)
@@ -108,7 +122,7 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
   parallel_for(workers, 1, [&](size_t w0, size_t w1) {
     ConvScratch<A> s;
     if (need_panel) s.panel.reset(new A[kdim * cols]);
-    if (!direct_out) s.tile.reset(new A[cout_g * cols]);
+    if (c_scratch) s.tile.reset(new A[cout_g * cols]);
     for (size_t w = w0; w < w1; ++w) {
       for (size_t t = w; t < ntasks; t += workers) {
         const size_t blk = t % nblocks, ig = t / nblocks;
@@ -124,16 +138,19 @@ void conv2d_gemm(const ConvGeom& g, const T* in, const T* ker_t, const compute_t
         }
         const size_t co0 = grp * cout_g;
         T* out_blk = out + (bi * g.c_out + co0) * ohw + p0;
-        A* c = direct_out ? reinterpret_cast<A*>(out_blk) : s.tile.get();
-        const size_t ldc = direct_out ? ohw : n;
+        A* c = c_scratch ? s.tile.get() : reinterpret_cast<A*>(out_blk);
+        const size_t ldc = c_scratch ? n : ohw;
         // an output's bits must not depend on the block it falls in
         gemm_tile_exact(packed[grp], n, bmat, c, ldc, false);
         for (size_t co = 0; co < cout_g; ++co) {
           A* row = c + co * ldc;
           epilogue(row, n, bias ? bias[co0 + co] : A(0), bias != nullptr, act);
-          if constexpr (!direct_out) {
+          if (c_scratch) {
             T* dst = out_blk + co * ohw;
-            for (size_t i = 0; i < n; ++i) dst[i] = T(row[i]);
+            if constexpr (direct_out)
+              std::memcpy(dst, row, n * sizeof(T));
+            else
+              for (size_t i = 0; i < n; ++i) dst[i] = T(row[i]);
           }
         }
       }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "candle/quantized/ggml_dtype.h"
 
@@ -19,6 +20,9 @@ void quantize_row(GgmlDType t, const float* src, void* blocks, size_t n, const f
 void quantize_rows(GgmlDType t, const float* src, void* dst, size_t nrows, size_t n_per_row,
                    const float* imatrix = nullptr);
 void dequantize_rows(GgmlDType t, const void* src, float* dst, size_t nrows, size_t n_per_row);
+// the same values rounded to f16 (raw bits, round to nearest even): for t == F16 a copy
+void dequantize_row_f16(GgmlDType t, const void* blocks, uint16_t* dst, size_t n);
+void dequantize_rows_f16(GgmlDType t, const void* src, uint16_t* dst, size_t nrows, size_t n_per_row);
 // whether llama.cpp's quantizer of t needs an importance matrix to give usable weights
 // (none of the types here does; kept for the IQ2/IQ1 types later)
 bool quantize_requires_imatrix(GgmlDType t);

@@ -288,6 +288,7 @@ class Parser {
     const uint64_t offset = r_.u64("a tensor's offset");
     std::vector<size_t> shape(n_dims);
     for (uint32_t d = 0; d < n_dims; ++d) shape[n_dims - 1 - d] = static_cast<size_t>(ne[d]);
+    if (n_dims == 0) shape = {1};  // ggml reads it as ne [1, 1, 1, 1]; a QTensor has a dim
     // bytes = elems / block * type_size: checked against the file size in check_tensor_data,
     // so it must not wrap here
     if (elems / block > std::numeric_limits<uint64_t>::max() / ggml_type_size(dt))

@@ -1,7 +1,7 @@
-// libFuzzer: GGUF from memory. Every tensor is made from its bytes and read; an accepted file
-// is written back (v3) and read again, and that second write must give the same bytes (the
-// writer and the reader agree on everything the reader accepts). candle::Error is the expected
-// outcome for bad input; anything else is a finding.
+// libFuzzer: GGUF from memory. Every tensor is made from its bytes, read and (when small)
+// dequantized; an accepted file is written back (v3) and read again, and that second write
+// must give the same bytes (the writer and the reader agree on everything the reader accepts).
+// candle::Error is the expected outcome for bad input; anything else is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -34,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& [name, info] : c.tensor_infos) {
       QTensor t = c.tensor(name);
       for (uint8_t b : t.data()) sum += b;  // every byte the reader promised is readable
+      if (t.data().size() <= 4096) sum += t.dequantize(candle::Device::cpu()).elem_count() != 0;
     }
     sink = sum;
     first = write_back(c);

@@ -1,4 +1,4 @@
-// The shipped programs (candle-upscale, candle-tfjs-convert) run from the model tests: found
+// The shipped programs (candle-upscale, candle-tfjs-convert, candle-mnist-training) run from the tests: found
 // next to the test binary, run through the shell with their stderr captured.
 #pragma once
 
@@ -24,20 +24,37 @@ inline std::filesystem::path program(const char* name) {
 struct ProgramResult {
   int rc;
   std::string err;
+  std::string out;  // only when asked for
 };
 
-// Runs `cmd` (stdout discarded), returning its exit code (-1 when killed) and its stderr.
-inline ProgramResult run(const std::string& cmd) {
-  std::string errf = (std::filesystem::temp_directory_path() / "candle-test-stderr-XXXXXX").string();
-  const int fd = mkstemp(errf.data());
-  if (fd < 0) return {-1, "mkstemp failed"};
+namespace detail {
+inline std::string temp_name(const char* what) {
+  std::string f =
+      (std::filesystem::temp_directory_path() / (std::string("candle-test-") + what + "-XXXXXX")).string();
+  const int fd = mkstemp(f.data());
+  if (fd < 0) return {};
   close(fd);
-  const int status = std::system((cmd + " >/dev/null 2>" + errf).c_str());
-  std::ifstream f(errf);
-  std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return f;
+}
+inline std::string slurp_and_remove(const std::string& path) {
+  std::ifstream f(path);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::error_code ec;
-  std::filesystem::remove(errf, ec);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
+  std::filesystem::remove(path, ec);
+  return s;
+}
+}  // namespace detail
+
+// Runs `cmd`, returning its exit code (-1 when killed), its stderr and (with keep_stdout) its
+// stdout; otherwise stdout is discarded.
+inline ProgramResult run(const std::string& cmd, bool keep_stdout = false) {
+  const std::string errf = detail::temp_name("stderr");
+  const std::string outf = keep_stdout ? detail::temp_name("stdout") : std::string();
+  if (errf.empty() || (keep_stdout && outf.empty())) return {-1, "mkstemp failed", {}};
+  const int status = std::system((cmd + " >" + (keep_stdout ? outf : "/dev/null") + " 2>" + errf).c_str());
+  ProgramResult r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, detail::slurp_and_remove(errf), {}};
+  if (keep_stdout) r.out = detail::slurp_and_remove(outf);
+  return r;
 }
 
 // Lines of a program's output.

@@ -92,6 +92,12 @@ TEST(GgufRead, FileWrittenByLlamaCpp) {
   auto blocks = q8_0_blocks(4, fixture_q8_scale, fixture_q8_quant);
   ASSERT_EQ(tq.data().size(), blocks.size());
   EXPECT_EQ(std::memcmp(tq.data().data(), blocks.data(), blocks.size()), 0);
+  // the blocks dequantize to d * q: row r holds blocks 2r and 2r + 1
+  std::vector<float> deq = tq.dequantize(Device::cpu()).flatten_to_vec<float>();
+  ASSERT_EQ(deq.size(), 128u);
+  for (size_t b = 0; b < 4; ++b)
+    for (size_t i = 0; i < 32; ++i)
+      EXPECT_EQ(deq[b * 32 + i], 0.5f * float(b + 1) * float(fixture_q8_quant(b, i))) << b << " " << i;
 }
 
 TEST(GgufRead, TensorsViewTheFileWithoutCopy) {
@@ -157,6 +163,9 @@ TEST(GgufRead, AcceptsWhatLlamaCppAccepts) {
   EXPECT_EQ(z.tensor("t").data().size(), 0u);
   Content e = Content::read(corpus_path("gguf", "valid-tensor-name-empty.gguf"));
   EXPECT_EQ(e.tensor("").shape(), Shape({8}));
+  Content s = Content::read(corpus_path("gguf", "valid-n-dims-0.gguf"));
+  EXPECT_EQ(s.tensor_infos.at("t").shape, Shape({1}));
+  EXPECT_EQ(f32s(s.tensor("t")), std::vector<float>{0.0f});
   Content b = Content::read(corpus_path("gguf", "valid-bool-2.gguf"));
   EXPECT_TRUE(b.get("k").to_bool());
 }

@@ -2,6 +2,7 @@
 // inputs, and interop with llama.cpp's reader (tools/gguf_interop.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -112,6 +113,28 @@ TEST(GgufWrite, RoundTrip) {
   EXPECT_EQ(std::filesystem::file_size(path), c.tensor_data_offset + 96 + 64);
   // nothing but the file is left in the directory
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"m.gguf"});
+}
+
+TEST(GgufWrite, QuantizedTensorsRoundTrip) {
+  std::vector<float> v(2 * 256);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.1f * float(i));
+  Tensor t = Tensor::from_vec(v, Shape({2, 256}), Device::cpu());
+  TensorList ts;
+  for (GgmlDType dt : {GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q8_0, GgmlDType::F16})
+    ts.emplace_back(std::string(ggml_dtype_name(dt)), QTensor::quantize(t, dt));
+  std::ostringstream os;
+  write(os, {}, ts);
+  const std::string s = os.str();
+  Content c =
+      Content::read_buffer(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+  for (const auto& [name, q] : ts) {
+    SCOPED_TRACE(name);
+    QTensor r = c.tensor(name);
+    EXPECT_EQ(r.dtype(), q.dtype());
+    EXPECT_EQ(r.shape(), Shape({2, 256}));
+    EXPECT_EQ(r.dequantize(Device::cpu()).flatten_to_vec<float>(),
+              q.dequantize(Device::cpu()).flatten_to_vec<float>());
+  }
 }
 
 TEST(GgufWrite, StreamWritesTheSameBytes) {

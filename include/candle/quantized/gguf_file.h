@@ -17,8 +17,9 @@
 //   tokens that are not UTF-8, and a lossy repair would merge distinct tokens);
 // - a bool byte other than 0 is true (as llama.cpp and candle read it);
 // - general.alignment must be a u32 and a power of two;
-// - a tensor has at most 4 dims (GGML_MAX_DIMS); a dim of 0 is accepted (an empty tensor), as
-//   llama.cpp does; the element count must fit in an int64 (ggml's ne[] type);
+// - a tensor has at most 4 dims (GGML_MAX_DIMS); 0 dims read as shape (1), as ggml reads them;
+//   a dim of 0 is accepted (an empty tensor), as llama.cpp does; the element count must fit
+//   in an int64 (ggml's ne[] type);
 // - tensor offsets must be multiples of the alignment, inside the file, and not overlap; gaps
 //   between tensors are allowed (llama.cpp's reader wants them packed in order; candle does
 //   not), and the last tensor's trailing padding may be missing;

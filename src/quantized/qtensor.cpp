@@ -1,0 +1,89 @@
+// QTensor: GGML blocks in host memory (owned, or a view of a memory-mapped file).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "candle/error.h"
+#include "candle/quantized/quantized.h"
+#include "codec.h"
+
+namespace candle::quantized {
+
+namespace {
+
+std::string shape_str(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.rank(); ++i) r += (i ? ", " : "") + std::to_string(s.dims()[i]);
+  return r + "]";
+}
+
+// the bytes a tensor of `shape` takes in `dtype`: its rows (the last dim) whole blocks
+size_t qtensor_bytes(const Shape& shape, GgmlDType dtype) {
+  if (shape.rank() == 0) throw Error(ErrorKind::ShapeMismatch, "a QTensor needs at least one dim");
+  size_t row = shape.dims().back();
+  size_t rows = shape.elem_count() / (row ? row : 1);
+  size_t row_bytes =
+      with_context("QTensor of shape " + shape_str(shape), [&] { return ggml_row_bytes(dtype, row); });
+  if (rows != 0 && row_bytes > SIZE_MAX / rows) throw Error(ErrorKind::InvalidArgument, "QTensor too large");
+  return row_bytes * rows;
+}
+
+}  // namespace
+
+QTensor::QTensor(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,
+                 GgmlDType dtype, Device device)
+    : owner_(std::move(owner)),
+      bytes_(bytes),
+      shape_(std::move(shape)),
+      dtype_(dtype),
+      device_(std::move(device)) {}
+
+QTensor QTensor::from_bytes(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,
+                            GgmlDType dtype, const Device& device) {
+  size_t need = qtensor_bytes(shape, dtype);
+  if (bytes.size() != need)
+    throw Error(ErrorKind::InvalidArgument,
+                "a " + std::string(ggml_dtype_name(dtype)) + " QTensor of shape " + shape_str(shape) +
+                    " takes " + std::to_string(need) + " bytes, not " + std::to_string(bytes.size()));
+  return QTensor(std::move(owner), bytes, std::move(shape), dtype, device);
+}
+
+namespace {
+
+QTensor quantize_impl(const Tensor& t, GgmlDType dtype, const float* imatrix, size_t imatrix_len) {
+  if (!dtype_is_float(t.dtype()))
+    throw Error(ErrorKind::DTypeMismatch,
+                "QTensor::quantize needs a float tensor, not " + std::string(dtype_name(t.dtype())));
+  const Shape& shape = t.shape();
+  size_t need = qtensor_bytes(shape, dtype);
+  size_t row = shape.dims().back();
+  if (imatrix && imatrix_len != row)
+    throw Error(ErrorKind::ShapeMismatch, "the importance matrix has " + std::to_string(imatrix_len) +
+                                              " values, the rows " + std::to_string(row));
+  std::vector<float> src = t.to_dtype(DType::F32).flatten_to_vec<float>();
+  auto bytes = std::make_shared<std::vector<uint8_t>>(need);
+  size_t rows = row ? shape.elem_count() / row : 0;
+  if (rows) quantize_rows(dtype, src.data(), bytes->data(), rows, row, imatrix);
+  std::span<const uint8_t> view(bytes->data(), bytes->size());
+  return QTensor::from_bytes(std::move(bytes), view, shape, dtype, t.device());
+}
+
+}  // namespace
+
+QTensor QTensor::quantize(const Tensor& t, GgmlDType dtype) { return quantize_impl(t, dtype, nullptr, 0); }
+
+QTensor QTensor::quantize_imatrix(const Tensor& t, std::span<const float> imatrix, GgmlDType dtype) {
+  return quantize_impl(t, dtype, imatrix.data(), imatrix.size());
+}
+
+Tensor QTensor::dequantize(const Device& device) const {
+  size_t row = shape_.dims().back();
+  size_t rows = row ? shape_.elem_count() / row : 0;
+  std::vector<float> out(shape_.elem_count());
+  if (rows) dequantize_rows(dtype_, bytes_.data(), out.data(), rows, row);
+  return Tensor::from_vec(out, shape_, device);
+}
+
+Tensor QTensor::dequantize_f16(const Device& device) const { return dequantize(device).to_dtype(DType::F16); }
+
+}  // namespace candle::quantized

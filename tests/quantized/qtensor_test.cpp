@@ -1,0 +1,110 @@
+// QTensor and QMatMul through the public API, with candle's numbers where candle's
+// quantized_tests.rs has them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "candle/candle.h"
+#include "candle/quantized/quantized.h"
+
+using namespace candle;
+using namespace candle::quantized;
+
+namespace {
+Tensor arange_f32(size_t n, const Shape& shape) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.f);
+  return Tensor::from_vec(v, shape, Device::cpu());
+}
+}  // namespace
+
+// candle's quantize_q4_0: 0..128 through Q4_0 and back
+TEST(QTensor, QuantizeQ4_0GivesCandlesValues) {
+  QTensor q = QTensor::quantize(arange_f32(128, {4, 32}), GgmlDType::Q4_0);
+  EXPECT_EQ(q.dtype(), GgmlDType::Q4_0);
+  EXPECT_EQ(q.shape(), Shape({4, 32}));
+  EXPECT_EQ(q.storage_size_in_bytes(), 4u * 18);
+  std::vector<float> d = q.dequantize(Device::cpu()).flatten_to_vec<float>();
+  // block 0: d = 31 / -8 = -3.875; block 1: d = 63 / -8 = -7.875
+  const std::vector<std::pair<size_t, float>> expect = {{0, -0.f},    {1, -0.f},  {2, 3.875f}, {6, 7.75f},
+                                                        {30, 31.f},   {31, 31.f}, {32, 31.5f}, {36, 39.375f},
+                                                        {44, 47.25f}, {60, 63.f}, {63, 63.f}};
+  for (auto [i, v] : expect) EXPECT_EQ(d[i], v) << "element " << i;
+  EXPECT_TRUE(std::signbit(d[0]));
+}
+
+TEST(QTensor, FromBytesChecksTheSize) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(34 * 2);
+  std::span<const uint8_t> view(bytes->data(), bytes->size());
+  QTensor q = QTensor::from_bytes(bytes, view, {2, 32}, GgmlDType::Q8_0);
+  EXPECT_EQ(q.data().size(), 68u);
+  EXPECT_THROW(QTensor::from_bytes(bytes, view.first(67), {2, 32}, GgmlDType::Q8_0), Error);
+  EXPECT_THROW(QTensor::from_bytes(bytes, view, {2, 16}, GgmlDType::Q8_0), Error);  // half a block
+  EXPECT_THROW(QTensor::from_bytes(bytes, view, Shape{}, GgmlDType::Q8_0), Error);
+}
+
+TEST(QTensor, QuantizeRejectsPartialBlocksAndIntegerTensors) {
+  EXPECT_THROW(QTensor::quantize(arange_f32(100, {100}), GgmlDType::Q4K), Error);
+  EXPECT_THROW(QTensor::quantize(Tensor::zeros({2, 32}, DType::I64, Device::cpu()), GgmlDType::Q8_0), Error);
+  std::vector<float> imatrix(31, 1.f);
+  EXPECT_THROW(QTensor::quantize_imatrix(arange_f32(64, {2, 32}), imatrix, GgmlDType::Q4_0), Error);
+}
+
+TEST(QTensor, ImatrixChangesTheBlocks) {
+  Tensor t = Tensor::randn(0.f, 1.f, {4, 256}, Device::cpu());
+  std::vector<float> w(256);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = i % 7 == 0 ? 10.f : 0.1f;
+  QTensor a = QTensor::quantize(t, GgmlDType::Q4K), b = QTensor::quantize_imatrix(t, w, GgmlDType::Q4K);
+  EXPECT_FALSE(std::equal(a.data().begin(), a.data().end(), b.data().begin()));
+}
+
+TEST(QTensor, RoundTripOfEveryTypeIsClose) {
+  Tensor t = Tensor::randn(0.f, 1.f, {3, 512}, Device::cpu());
+  for (GgmlDType ty : kAllGgmlDTypes) {
+    QTensor q = QTensor::quantize(t, ty);
+    Tensor back = q.dequantize(Device::cpu());
+    double err = (back - t).sqr().mean_all().to_scalar<float>();
+    EXPECT_LT(std::sqrt(err), 0.35) << ggml_dtype_name(ty);
+    EXPECT_EQ(q.dequantize_f16(Device::cpu()).dtype(), DType::F16);
+  }
+}
+
+// candle's quantized_matmul: the f32 product of 0..191 (3 x 64) by 0..255 (4 x 64)^T
+TEST(QMatMul, F32WeightsMultiplyExactly) {
+  Tensor lhs = arange_f32(3 * 64, {3, 64}), rhs = arange_f32(4 * 64, {4, 64});
+  QMatMul mm = QMatMul::from_qtensor(QTensor::quantize(rhs, GgmlDType::F32));
+  EXPECT_FALSE(mm.is_quantized());
+  auto r = mm.forward(lhs).to_vec2<float>();
+  const std::vector<std::vector<float>> expect = {
+      {85344, 214368, 343392, 472416}, {214368, 605536, 996704, 1387872}, {343392, 996704, 1650016, 2303328}};
+  EXPECT_EQ(r, expect);
+}
+
+TEST(QMatMul, QuantizedWeightsAreCloseToF32) {
+  Tensor x = Tensor::randn(0.f, 1.f, {2, 5, 256}, Device::cpu());
+  Tensor w = Tensor::randn(0.f, 1.f, {48, 256}, Device::cpu());
+  Tensor ref = x.broadcast_matmul(w.t());
+  for (GgmlDType ty : {GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q5_1, GgmlDType::Q8_0,
+                       GgmlDType::Q2K, GgmlDType::Q3K, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K,
+                       GgmlDType::IQ4_NL, GgmlDType::IQ4_XS, GgmlDType::F16, GgmlDType::BF16}) {
+    QMatMul mm = QMatMul::from_qtensor(QTensor::quantize(w, ty));
+    Tensor y = mm.forward(x);
+    ASSERT_EQ(y.shape(), Shape({2, 5, 48}));
+    double rel =
+        std::sqrt((y - ref).sqr().mean_all().to_scalar<float>() / ref.sqr().mean_all().to_scalar<float>());
+    EXPECT_LT(rel, ty == GgmlDType::Q2K ? 0.4 : ty == GgmlDType::Q3K ? 0.25 : 0.15) << ggml_dtype_name(ty);
+  }
+}
+
+TEST(QMatMul, ShapeErrorsNameTheDims) {
+  QMatMul mm = QMatMul::from_qtensor(QTensor::quantize(arange_f32(64, {2, 32}), GgmlDType::Q8_0));
+  try {
+    mm.forward(arange_f32(3 * 64, {3, 64}));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("64"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(QMatMul::from_qtensor(QTensor::quantize(arange_f32(64, {64}), GgmlDType::Q8_0)), Error);
+}

@@ -1,0 +1,78 @@
+#!/bin/bash
+# "Nothing gets slower" at the AVX2 kernels on the GPU machine's 16-core AVX-512 CPU, with the
+# before and after builds interleaved in one run (so that the machine's drift hits both alike):
+#   git archive <before-commit> > .devdeps/before.tar
+#   source .devdeps/devenv.sh && bash tools/avx2_before_after_run.sh build   # then: ... bench
+# build: this tree in build-dev-after, the archive in build-dev-before (conv_bench, candle-mnist-training);
+# bench: REPS rounds (default 3) of {before, after (each of AFTER_VARIANTS)} for the 5x5 / 3x3 convs and the Fashion-MNIST epoch
+#        (synthetic IDX files), at 16 threads, the built-in kernels forced to AVX2 (after) and OpenBLAS
+#        to its Haswell kernel (both); medians printed. Logs under $OUT.
+cd "$(dirname "$0")/.."
+T0=$SECONDS
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
+ZL=""; [ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && ZL="-DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1"
+REPS=${REPS:-3}
+step=${1:-build}
+grep -m1 'model name' /proc/cpuinfo
+if [ "$step" = build ]; then
+  rm -rf build-dev-before-src && mkdir -p build-dev-before-src && tar -xf .devdeps/before.tar -C build-dev-before-src
+  for side in after before; do
+    src=.; [ $side = before ] && src=build-dev-before-src
+    { cmake -S $src -B build-dev-$side $GEN $ZL -DCMAKE_BUILD_TYPE=Release -DCANDLE_BUILD_BENCH=ON \
+        -DCANDLE_BUILD_TESTS=OFF -DCANDLE_VULKAN=OFF && \
+      timeout 280 cmake --build build-dev-$side -j16 --target conv_bench candle-mnist-training; } > $OUT/build_$side.log 2>&1
+    echo "build $side rc $? at $((SECONDS-T0)) s"; grep -E "error|FAILED" $OUT/build_$side.log | head -5
+  done
+  exit 0
+fi
+mkdir -p build-dev-fmnist
+python3 - <<'PY'
+import gzip, os, random, struct
+d = "build-dev-fmnist"; random.seed(1)
+def w(name, magic, dims, n):
+    p = os.path.join(d, name)
+    if os.path.exists(p): return
+    with gzip.open(p, "wb", compresslevel=1) as f:
+        f.write(struct.pack(">I", magic) + b"".join(struct.pack(">I", x) for x in dims))
+        f.write(bytes(random.getrandbits(8) % (10 if magic == 2049 else 256) for _ in range(n)))
+for split, n in (("train", 60000), ("t10k", 10000)):
+    w(f"{split}-images-idx3-ubyte.gz", 2051, [n, 28, 28], n * 784)
+    w(f"{split}-labels-idx1-ubyte.gz", 2049, [n], n)
+PY
+F='BM_conv2d/(5x5_64_64|3x3_64_64|3x3_64_32)/512'
+# AFTER_VARIANTS="name:ENV=V ENV2=V;name2:..." runs the after build once per variant (tuning)
+IFS=';' read -ra variants <<< "${AFTER_VARIANTS:-after:}"
+L=$(ldd build-dev-before/bin/conv_bench | awk '/openblas/ {print $3}')
+[ -n "$L" ] && OPENBLAS_CORETYPE=Haswell python3 -c "import ctypes; l=ctypes.CDLL('$L'); l.openblas_get_corename.restype=ctypes.c_char_p; print('OpenBLAS core with OPENBLAS_CORETYPE=Haswell:', l.openblas_get_corename())"
+for r in $(seq 1 $REPS); do
+  for sv in before "${variants[@]}"; do
+    side=after; [ "$sv" = before ] && side=before
+    venv=""; [ $side = after ] && venv="${sv#*:}" && sv="${sv%%:*}"
+    env="OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 $venv"; [ $side = after ] && env="$env CANDLE_CPU_ISA=avx2"
+    env $env build-dev-$side/bin/conv_bench --benchmark_filter="$F" --benchmark_min_time=0.3 2>&1 |
+      grep -E '^BM_' | awk -v s=$sv -v r=$r '{print "conv", s, r, $1, $2}' | tee -a $OUT/conv.txt
+    env $env timeout 120 python3 tools/bench_mnist_vs_torch.py --only candle \
+      --candle build-dev-$side/bin/candle-mnist-training --data build-dev-fmnist --threads 16 > $OUT/mnist_${sv}_$r.log 2>&1
+    echo "mnist $sv $r $(grep -E '^candle-cpp' $OUT/mnist_${sv}_$r.log | awk '{print $2}')" | tee -a $OUT/mnist.txt
+  done
+done
+echo "== medians (ms for conv, s for the epoch)"
+python3 - "$OUT" <<'PY'
+import re, statistics, sys, collections
+out = sys.argv[1]; d = collections.defaultdict(list)
+for line in open(f"{out}/conv.txt"):
+    _, side, _, name, ms = line.split()[:5]; d[(name, side)].append(float(ms))
+for line in open(f"{out}/mnist.txt"):
+    m = re.search(r"mnist (\w+) \d+ ([0-9.]+)s", line)
+    if m: d[("mnist_epoch", m.group(1))].append(float(m.group(2)))
+sides = sorted({k[1] for k in d} - {"before"})
+for name in sorted({k[0] for k in d}):
+    b = d.get((name, "before"), [])
+    for side in sides:
+        a = d.get((name, side), [])
+        if b and a:
+            mb, ma = statistics.median(b), statistics.median(a)
+            print(f"{name}: before {mb:.2f} {side} {ma:.2f} ratio {ma/mb:.3f}  (runs {b} / {a})")
+PY
+echo "done at $((SECONDS-T0)) s"
