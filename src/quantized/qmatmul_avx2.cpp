@@ -16,8 +16,8 @@ namespace candle::quantized::qmm {
 namespace avx2 {
 #define QMM_TARGET __attribute__((target("avx2,fma,f16c")))
 #define QMM_VNNI 0
-#define QMM_PREFILL_R 4
-#define QMM_PREFILL_C 2
+#define QMM_PREFILL_R 1
+#define QMM_PREFILL_C 8
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_TARGET
 #undef QMM_VNNI
@@ -28,8 +28,8 @@ namespace avx2 {
 namespace avxvnni {
 #define QMM_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define QMM_VNNI 2
-#define QMM_PREFILL_R 4
-#define QMM_PREFILL_C 2
+#define QMM_PREFILL_R 1
+#define QMM_PREFILL_C 8
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_TARGET
 #undef QMM_VNNI

@@ -61,6 +61,8 @@ struct ActBuffer {
   std::vector<float> d;
   std::vector<int16_t> sums16;
   std::vector<int32_t> sums32;
+  std::vector<float> d8;
+  std::vector<int32_t> sums8;
   qmm::Acts acts;
 };
 
@@ -123,7 +125,18 @@ void quantize_acts(const float* x, size_t m, size_t k, size_t qk, ActBuffer& buf
         buf.sums32[i * (k / 32) + s] = buf.sums16[i * (k / 16) + 2 * s] + buf.sums16[i * (k / 16) + 2 * s + 1];
     }
   });
-  buf.acts = {m, k, qk, buf.qs.data(), buf.d.data(), buf.sums16.data(), buf.sums32.data()};
+  const size_t nb = k / qk, groups = (m + 7) / 8;
+  buf.d8.resize(groups * nb * 8);
+  buf.sums8.resize(qk == 32 ? groups * nb * 8 : 0);
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t b = 0; b < nb; ++b)
+      for (size_t l = 0; l < 8; ++l) {
+        const size_t i = std::min(8 * g + l, m - 1);
+        buf.d8[(g * nb + b) * 8 + l] = buf.d[i * nb + b];
+        if (qk == 32) buf.sums8[(g * nb + b) * 8 + l] = buf.sums32[i * nb + b];
+      }
+  buf.acts = {m, k, qk, buf.qs.data(), buf.d.data(), buf.sums16.data(), buf.sums32.data(), buf.d8.data(),
+              buf.sums8.data()};
 }
 
 // The float weight types: rows converted to f32 in tiles, each output an 8-way split sum

@@ -21,6 +21,10 @@ struct Acts {
   const float* d = nullptr;        // m * (k / qk)
   const int16_t* sums16 = nullptr; // m * (k / 16): the sum of each 16 quants
   const int32_t* sums32 = nullptr; // m * (k / 32): the sum of each 32 quants
+  // d and sums32 again, for the tiles of 8 rows: [(i / 8) * (k / qk) + b] * 8 + i % 8, the rows
+  // past m repeating row m - 1 (sums8 only in the 32 form)
+  const float* d8 = nullptr;
+  const int32_t* sums8 = nullptr;
 };
 
 // Rows [n0, n1) of W (row_bytes each) times every activation row: y[i * ldy + j].
