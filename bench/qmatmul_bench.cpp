@@ -49,9 +49,8 @@ void BM_QMatMul(benchmark::State& state, GgmlDType t) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.size()));
-  state.counters["GMAC/s"] =
-      benchmark::Counter(double(n) * double(k) * double(m) * 1e-9 * double(state.iterations()),
-                         benchmark::Counter::kIsRate);
+  state.counters["GMAC/s"] = benchmark::Counter(
+      double(n) * double(k) * double(m) * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(qmatmul_cpu_kernel_name(t));
 }
 

@@ -89,8 +89,9 @@ Ggml load(const std::string& dir) {
   }
   void* best = nullptr;
   int best_score = 0;
-  for (const char* v : {"x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "alderlake", "skylakex",
-                        "cannonlake", "cascadelake", "cooperlake", "icelake", "zen4", "sapphirerapids"}) {
+  for (const char* v :
+       {"x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "alderlake", "skylakex",
+        "cannonlake", "cascadelake", "cooperlake", "icelake", "zen4", "sapphirerapids"}) {
     void* lib = dlopen((dir + "/libggml-cpu-" + v + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) continue;
     auto score = reinterpret_cast<int (*)()>(dlsym(lib, "ggml_backend_score"));
@@ -136,7 +137,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 template <typename F>
 double seconds_per_call(F&& f, double budget) {
@@ -171,30 +174,38 @@ int main(int argc, char** argv) {
   int threads = 2, rounds = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
-    if (a == "--lib-dir") lib_dir = v;
-    else if (a == "--threads") threads = std::atoi(v.c_str());
-    else if (a == "--rounds") rounds = std::atoi(v.c_str());
-    else if (a == "--types") types = v;
-    else if (a == "--shapes") shapes = v;
-    else if (a == "--m") ms = v;
+    if (a == "--lib-dir")
+      lib_dir = v;
+    else if (a == "--threads")
+      threads = std::atoi(v.c_str());
+    else if (a == "--rounds")
+      rounds = std::atoi(v.c_str());
+    else if (a == "--types")
+      types = v;
+    else if (a == "--shapes")
+      shapes = v;
+    else if (a == "--m")
+      ms = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
   if (lib_dir.empty() || threads < 1 || rounds < 1) {
-    std::fprintf(stderr, "usage: %s --lib-dir DIR [--threads N] [--rounds R] [--types ..] [--shapes NxK,..] [--m ..]\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s --lib-dir DIR [--threads N] [--rounds R] [--types ..] [--shapes NxK,..] [--m ..]\n",
+        argv[0]);
     return 2;
   }
   Ggml g = load(lib_dir);
   candle::set_num_threads(static_cast<size_t>(threads));
   TpParams tpp = g.threadpool_params_default(threads);
   ggml_threadpool* tp = g.threadpool_new(&tpp);
-  std::printf("# ggml cpu variant: %s, threads: %d, memcpy: %.1f GB/s, rounds: %d (median)\n", g.variant.c_str(),
-              threads, memcpy_gbps(), rounds);
-  std::printf("%-7s %6s %6s %4s  %10s %10s  %8s %8s  %6s  %9s  %s\n", "type", "n", "k", "m", "ours_ms", "ggml_ms",
-              "ours_GB/s", "ggml_GB/s", "ratio", "max_rdiff", "kernel");
+  std::printf("# ggml cpu variant: %s, threads: %d, memcpy: %.1f GB/s, rounds: %d (median)\n",
+              g.variant.c_str(), threads, memcpy_gbps(), rounds);
+  std::printf("%-7s %6s %6s %4s  %10s %10s  %8s %8s  %6s  %9s  %s\n", "type", "n", "k", "m", "ours_ms",
+              "ggml_ms", "ours_GB/s", "ggml_GB/s", "ratio", "max_rdiff", "kernel");
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (const std::string& tn : split(types, ',')) {
@@ -209,10 +220,12 @@ int main(int argc, char** argv) {
       const size_t wbytes = candle::quantized::ggml_row_bytes(*t, k) * n;
       for (const std::string& mstr : split(ms, ',')) {
         const size_t m = std::stoul(mstr);
-        InitParams ip{wbytes + m * k * 4 + m * n * 4 + 3 * g.tensor_overhead() + g.graph_overhead() + (1 << 20),
-                      nullptr, false};
+        InitParams ip{
+            wbytes + m * k * 4 + m * n * 4 + 3 * g.tensor_overhead() + g.graph_overhead() + (1 << 20),
+            nullptr, false};
         ggml_context* ctx = g.init(ip);
-        ggml_tensor* W = g.new_tensor_2d(ctx, static_cast<int>(*t), static_cast<int64_t>(k), static_cast<int64_t>(n));
+        ggml_tensor* W =
+            g.new_tensor_2d(ctx, static_cast<int>(*t), static_cast<int64_t>(k), static_cast<int64_t>(n));
         ggml_tensor* X = g.new_tensor_2d(ctx, 0, static_cast<int64_t>(k), static_cast<int64_t>(m));
         {
           std::vector<float> wf(n * k);
@@ -248,8 +261,8 @@ int main(int argc, char** argv) {
           to.push_back(seconds_per_call(run_ours, 0.15));
         }
         const double sg = median(tg), so = median(to);
-        std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s\n", tn.c_str(), n, k, m,
-                    so * 1e3, sg * 1e3, wbytes / so / 1e9, wbytes / sg / 1e9, sg / so, maxdiff / maxabs,
+        std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s\n", tn.c_str(), n, k,
+                    m, so * 1e3, sg * 1e3, wbytes / so / 1e9, wbytes / sg / 1e9, sg / so, maxdiff / maxabs,
                     candle::quantized::qmatmul_cpu_kernel_name(*t));
         std::fflush(stdout);
         g.free(ctx);

@@ -53,7 +53,9 @@ bool use_avxvnni() {
 }
 }  // namespace
 
-KernelFn avx2_kernel(GgmlDType t) { return use_avxvnni() ? avxvnni::qmm_kernel_table(t) : avx2::qmm_kernel_table(t); }
+KernelFn avx2_kernel(GgmlDType t) {
+  return use_avxvnni() ? avxvnni::qmm_kernel_table(t) : avx2::qmm_kernel_table(t);
+}
 const char* avx2_variant_name() { return use_avxvnni() ? "avx2-vnni" : "avx2"; }
 
 }  // namespace candle::quantized::qmm

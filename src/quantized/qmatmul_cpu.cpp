@@ -36,9 +36,12 @@ const IsaChoice& isa_choice() {
     const char* env = std::getenv("CANDLE_QMATMUL_ISA");
     if (env && *env) {
       std::string_view v(env);
-      if (v == "scalar") c.isa = QmmIsa::Scalar;
-      else if (v == "avx2") c.isa = QmmIsa::Avx2;
-      else if (v == "avx512") c.isa = QmmIsa::Avx512;
+      if (v == "scalar")
+        c.isa = QmmIsa::Scalar;
+      else if (v == "avx2")
+        c.isa = QmmIsa::Avx2;
+      else if (v == "avx512")
+        c.isa = QmmIsa::Avx512;
       else {
         c.error = "CANDLE_QMATMUL_ISA='" + std::string(v.substr(0, 32)) + "' is not scalar, avx2 or avx512";
         return c;
@@ -114,15 +117,18 @@ void quantize_acts(const float* x, size_t m, size_t k, size_t qk, ActBuffer& buf
   cpu::parallel_for(m, std::max<size_t>(1, 16384 / k), [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       int8_t* q = buf.qs.data() + i * k;
-      if (qk == 32) quantize_row_32(x + i * k, k, q, buf.d.data() + i * (k / 32));
-      else quantize_row_256(x + i * k, k, q, buf.d.data() + i * (k / 256));
+      if (qk == 32)
+        quantize_row_32(x + i * k, k, q, buf.d.data() + i * (k / 32));
+      else
+        quantize_row_256(x + i * k, k, q, buf.d.data() + i * (k / 256));
       for (size_t s = 0; s < k / 16; ++s) {
         int v = 0;
         for (int l = 0; l < 16; ++l) v += q[16 * s + l];
         buf.sums16[i * (k / 16) + s] = static_cast<int16_t>(v);
       }
       for (size_t s = 0; s < k / 32; ++s)
-        buf.sums32[i * (k / 32) + s] = buf.sums16[i * (k / 16) + 2 * s] + buf.sums16[i * (k / 16) + 2 * s + 1];
+        buf.sums32[i * (k / 32) + s] =
+            buf.sums16[i * (k / 16) + 2 * s] + buf.sums16[i * (k / 16) + 2 * s + 1];
     }
   });
   const size_t nb = k / qk, groups = (m + 7) / 8;
@@ -135,7 +141,14 @@ void quantize_acts(const float* x, size_t m, size_t k, size_t qk, ActBuffer& buf
         buf.d8[(g * nb + b) * 8 + l] = buf.d[i * nb + b];
         if (qk == 32) buf.sums8[(g * nb + b) * 8 + l] = buf.sums32[i * nb + b];
       }
-  buf.acts = {m, k, qk, buf.qs.data(), buf.d.data(), buf.sums16.data(), buf.sums32.data(), buf.d8.data(),
+  buf.acts = {m,
+              k,
+              qk,
+              buf.qs.data(),
+              buf.d.data(),
+              buf.sums16.data(),
+              buf.sums32.data(),
+              buf.d8.data(),
               buf.sums8.data()};
 }
 
@@ -212,14 +225,15 @@ QmmIsa qmm_isa() {
   return c.isa;
 }
 
-void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y, QmmIsa isa) {
+void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
+                 QmmIsa isa) {
   if (!qmm_isa_supported(isa))
     throw Error(ErrorKind::InvalidArgument, std::string("qmatmul: this CPU lacks ") + qmm_isa_name(isa));
   const bool is_float = t == GgmlDType::F32 || t == GgmlDType::F16 || t == GgmlDType::BF16;
   qmm::KernelFn fn = is_float ? nullptr : kernel_for(t, isa);
   if (!is_float && !fn)
-    throw Error(ErrorKind::UnsupportedOp,
-                "qmatmul: " + std::string(ggml_dtype_name(t)) + " is not a weight type of the quantized matmul");
+    throw Error(ErrorKind::UnsupportedOp, "qmatmul: " + std::string(ggml_dtype_name(t)) +
+                                              " is not a weight type of the quantized matmul");
   const size_t bs = ggml_block_size(t);
   if (k % bs != 0)
     throw Error(ErrorKind::InvalidArgument, "qmatmul: k = " + std::to_string(k) + " is not a multiple of " +

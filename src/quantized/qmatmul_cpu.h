@@ -33,6 +33,7 @@ const char* qmm_isa_name(QmmIsa isa);
 bool qmm_isa_supported(QmmIsa isa);
 QmmIsa qmm_isa();
 // the same product with the kernels of one ISA (tests compare them); throws when unsupported
-void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y, QmmIsa isa);
+void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
+                 QmmIsa isa);
 
 }  // namespace candle::quantized

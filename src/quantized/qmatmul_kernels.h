@@ -17,10 +17,10 @@ namespace candle::quantized::qmm {
 // scale per 32; 256: the Q8_K form, one scale per 256). Every quant is in [-127, 127].
 struct Acts {
   size_t m = 0, k = 0, qk = 0;
-  const int8_t* qs = nullptr;      // m * k
-  const float* d = nullptr;        // m * (k / qk)
-  const int16_t* sums16 = nullptr; // m * (k / 16): the sum of each 16 quants
-  const int32_t* sums32 = nullptr; // m * (k / 32): the sum of each 32 quants
+  const int8_t* qs = nullptr;       // m * k
+  const float* d = nullptr;         // m * (k / qk)
+  const int16_t* sums16 = nullptr;  // m * (k / 16): the sum of each 16 quants
+  const int32_t* sums32 = nullptr;  // m * (k / 32): the sum of each 32 quants
   // d and sums32 again, for the tiles of 8 rows: [(i / 8) * (k / qk) + b] * 8 + i % 8, the rows
   // past m repeating row m - 1 (sums8 only in the 32 form)
   const float* d8 = nullptr;
@@ -49,12 +49,12 @@ struct Decoded {
 template <GgmlDType T>
 struct BlockTraits;
 
-#define CANDLE_QMM_TRAITS(T, B, QK, MIN)     \
-  template <>                                \
-  struct BlockTraits<GgmlDType::T> {         \
-    using Block = B;                         \
-    static constexpr int kQK = QK;           \
-    static constexpr bool kHasMin = MIN;     \
+#define CANDLE_QMM_TRAITS(T, B, QK, MIN)        \
+  template <>                                   \
+  struct BlockTraits<GgmlDType::T> {            \
+    using Block = B;                            \
+    static constexpr int kQK = QK;              \
+    static constexpr bool kHasMin = MIN;        \
     static constexpr size_t kBytes = sizeof(B); \
   };
 CANDLE_QMM_TRAITS(Q4_0, BlockQ4_0, 32, false)
@@ -102,8 +102,10 @@ inline void decode_scales(const uint8_t* p, int16_t sc[16], int16_t mn[16], floa
     sc[0] = sc[1] = 1;
     mn[0] = mn[1] = 1;
     d = h2f(p);
-    if constexpr (Tr::kHasMin) mcoef = h2f(p + 2);
-    else mcoef = 0.f;
+    if constexpr (Tr::kHasMin)
+      mcoef = h2f(p + 2);
+    else
+      mcoef = 0.f;
   } else if constexpr (T == GgmlDType::Q2K) {
     for (int s = 0; s < 16; ++s) {
       sc[s] = static_cast<int16_t>(b.scales[s] & 0xF);

@@ -11,7 +11,8 @@ namespace candle::quantized::qmm {
 namespace {
 
 template <GgmlDType T>
-void scalar_rows(const uint8_t* w, size_t row_bytes, size_t n0, size_t n1, const Acts& a, float* y, size_t ldy) {
+void scalar_rows(const uint8_t* w, size_t row_bytes, size_t n0, size_t n1, const Acts& a, float* y,
+                 size_t ldy) {
   using Tr = BlockTraits<T>;
   constexpr int kQK = Tr::kQK;
   const size_t nb = a.k / kQK, n16 = a.k / 16;

@@ -1,8 +1,6 @@
 // qmatmul_cpu: every weight type against a dequantize-then-dot reference written here from the
 // block layouts, every ISA of this CPU against the scalar kernels bit for bit, and the bits'
 // independence of the thread count and of m.
-#include "quantized/qmatmul_cpu.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +13,7 @@
 #include "candle/error.h"
 #include "candle/quantized/blocks.h"
 #include "candle/utils.h"
+#include "quantized/qmatmul_cpu.h"
 
 using namespace candle::quantized;
 
@@ -119,13 +118,17 @@ float element(GgmlDType t, const uint8_t* p, int e) {
       const uint8_t* qs = p + (five ? 48 : 16);
       int q = (qs[32 * (sub / 2) + l] >> (4 * (sub % 2))) & 0xF;
       if (five) q += ((p[16 + l] >> sub) & 1) * 16;
-      return f16_val(p) * static_cast<float>(s) * static_cast<float>(q) - f16_val(p + 2) * static_cast<float>(m);
+      return f16_val(p) * static_cast<float>(s) * static_cast<float>(q) -
+             f16_val(p + 2) * static_cast<float>(m);
     }
     case GgmlDType::Q6K: {
       int half = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
       const uint8_t* ql = p + 64 * half;
       const uint8_t* qh = p + 128 + 32 * half;
-      int lo = quarter == 0 ? ql[l] & 0xF : quarter == 1 ? ql[l + 32] & 0xF : quarter == 2 ? ql[l] >> 4 : ql[l + 32] >> 4;
+      int lo = quarter == 0   ? ql[l] & 0xF
+               : quarter == 1 ? ql[l + 32] & 0xF
+               : quarter == 2 ? ql[l] >> 4
+                              : ql[l + 32] >> 4;
       int hi = (qh[l] >> (2 * quarter)) & 3;
       int8_t sc = static_cast<int8_t>(p[192 + 8 * half + l / 16 + 2 * quarter]);
       return f16_val(p + 208) * static_cast<float>(sc) * static_cast<float>((lo | (hi << 4)) - 32);
@@ -135,7 +138,8 @@ float element(GgmlDType t, const uint8_t* p, int e) {
       uint16_t sh;
       std::memcpy(&sh, p + 2, 2);
       int ls = ((p[4 + sub / 2] >> (4 * (sub % 2))) & 0xF) | (((sh >> (2 * sub)) & 3) << 4);
-      return f16_val(p) * static_cast<float>(ls - 32) * static_cast<float>(kIq4nlValues[nib(p + 8 + 16 * sub, e % 32)]);
+      return f16_val(p) * static_cast<float>(ls - 32) *
+             static_cast<float>(kIq4nlValues[nib(p + 8 + 16 * sub, e % 32)]);
     }
     default: ADD_FAILURE() << "no reference for " << ggml_dtype_name(t); return 0.f;
   }
@@ -195,14 +199,16 @@ TEST_P(QMatMulCpu, MatchesDequantizedReference) {
           bound += std::fabs(wv) * amax / 254.0;
         }
       }
-      ASSERT_NEAR(y[i * n + j], ref, bound * 1.001 + 1e-5 * mag + 1e-6) << ggml_dtype_name(t) << " i=" << i << " j=" << j;
+      ASSERT_NEAR(y[i * n + j], ref, bound * 1.001 + 1e-5 * mag + 1e-6)
+          << ggml_dtype_name(t) << " i=" << i << " j=" << j;
     }
 }
 
 // the integer sums are exact, so every ISA gives the scalar kernels' bits
 TEST_P(QMatMulCpu, EveryIsaGivesTheScalarBits) {
   const GgmlDType t = GetParam();
-  for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{37, 512, 7}, {8, 256, 1}, {21, 1024, 2}, {1, 256, 9}}) {
+  for (auto [n, k, m] :
+       {std::tuple<size_t, size_t, size_t>{37, 512, 7}, {8, 256, 1}, {21, 1024, 2}, {1, 256, 9}}) {
     auto w = random_weights(t, n, k, 11);
     auto x = random_floats(m * k, 12);
     auto ref = run(t, w.data(), n, k, x, m, QmmIsa::Scalar);
@@ -223,7 +229,8 @@ TEST_P(QMatMulCpu, BitsDoNotDependOnThreadsOrM) {
     auto ref = run(t, w.data(), n, k, x, m, isa);
     for (size_t th : {2, 3}) {
       candle::set_num_threads(th);
-      EXPECT_TRUE(same_bits(run(t, w.data(), n, k, x, m, isa), ref)) << qmm_isa_name(isa) << " threads=" << th;
+      EXPECT_TRUE(same_bits(run(t, w.data(), n, k, x, m, isa), ref))
+          << qmm_isa_name(isa) << " threads=" << th;
     }
     for (size_t i = 0; i < m; ++i) {
       std::vector<float> xi(x.begin() + i * k, x.begin() + (i + 1) * k);
@@ -269,7 +276,7 @@ TEST(QMatMulCpuValues, FloatWeights) {
     wb[i] = candle::bf16(wf[i]).bits;
   }
   for (GgmlDType t : {GgmlDType::F32, GgmlDType::F16, GgmlDType::BF16}) {
-    const void* w = t == GgmlDType::F32 ? static_cast<const void*>(wf.data())
+    const void* w = t == GgmlDType::F32   ? static_cast<const void*>(wf.data())
                     : t == GgmlDType::F16 ? static_cast<const void*>(wh.data())
                                           : static_cast<const void*>(wb.data());
     auto y = run(t, w, n, k, x, m, QmmIsa::Scalar);
@@ -317,7 +324,8 @@ TEST(QMatMulCpuErrors, IsaTheCpuLacks) {
   if (qmm_isa_supported(QmmIsa::Avx512)) GTEST_SKIP() << "this CPU has every ISA";
   std::vector<uint8_t> w(4096);
   std::vector<float> x(256), y(4);
-  EXPECT_THROW(qmatmul_cpu(GgmlDType::Q4K, w.data(), 1, 256, x.data(), 1, y.data(), QmmIsa::Avx512), candle::Error);
+  EXPECT_THROW(qmatmul_cpu(GgmlDType::Q4K, w.data(), 1, 256, x.data(), 1, y.data(), QmmIsa::Avx512),
+               candle::Error);
 }
 
 TEST(QMatMulCpuValues, KernelNameNamesTheIsa) {
