@@ -1,28 +1,275 @@
-// Placeholder until the integer-dot kernels land: dequantize each weight row and dot in f32.
-#include "qmatmul_cpu.h"
+// qmatmul_cpu: the activations' 8-bit quantization, the kernel choice, the thread split, and
+// the plain path of the float weight types.
+#include "quantized/qmatmul_cpu.h"
 
+#include <cpuid.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
-#include "codec.h"
+#include "candle/error.h"
 #include "cpu/parallel.h"
+#include "quantized/qmatmul_kernels.h"
 
 namespace candle::quantized {
 
-void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {
-  const size_t row_bytes = ggml_row_bytes(t, k);
-  cpu::parallel_for(n, 16, [&](size_t j0, size_t j1) {
-    std::vector<float> row(k);
-    for (size_t j = j0; j < j1; ++j) {
-      dequantize_row(t, static_cast<const uint8_t*>(w) + j * row_bytes, row.data(), k);
-      for (size_t i = 0; i < m; ++i) {
-        float s = 0.f;
-        for (size_t p = 0; p < k; ++p) s += x[i * k + p] * row[p];
-        y[i * n + j] = s;
+namespace {
+
+bool cpu_has_f16c() {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
+struct IsaChoice {
+  QmmIsa isa = QmmIsa::Scalar;
+  std::optional<std::string> error;
+};
+
+const IsaChoice& isa_choice() {
+  static const IsaChoice choice = [] {
+    IsaChoice c;
+    const char* env = std::getenv("CANDLE_QMATMUL_ISA");
+    if (env && *env) {
+      std::string_view v(env);
+      if (v == "scalar")
+        c.isa = QmmIsa::Scalar;
+      else if (v == "avx2")
+        c.isa = QmmIsa::Avx2;
+      else if (v == "avx512")
+        c.isa = QmmIsa::Avx512;
+      else {
+        c.error = "CANDLE_QMATMUL_ISA='" + std::string(v.substr(0, 32)) + "' is not scalar, avx2 or avx512";
+        return c;
       }
+      if (!qmm_isa_supported(c.isa))
+        c.error = std::string("CANDLE_QMATMUL_ISA=") + qmm_isa_name(c.isa) + ": this CPU lacks it";
+      return c;
+    }
+    c.isa = qmm_isa_supported(QmmIsa::Avx512) ? QmmIsa::Avx512
+            : qmm_isa_supported(QmmIsa::Avx2) ? QmmIsa::Avx2
+                                              : QmmIsa::Scalar;
+    return c;
+  }();
+  return choice;
+}
+
+// The activation quants of one call (the storage behind qmm::Acts).
+struct ActBuffer {
+  std::vector<int8_t> qs;
+  std::vector<float> d;
+  std::vector<int16_t> sums16;
+  std::vector<int32_t> sums32;
+  std::vector<float> d8;
+  std::vector<int32_t> sums8;
+  qmm::Acts acts;
+};
+
+int8_t quant8(float v) {
+  v = std::nearbyint(v);
+  if (!(v >= -127.f)) v = v != v ? 0.f : -127.f;  // NaN to 0
+  if (v > 127.f) v = 127.f;
+  return static_cast<int8_t>(v);
+}
+
+// Q8_0 / Q8_1 form: d = amax / 127 per 32, q = round(x / d) (ties to even)
+void quantize_row_32(const float* x, size_t k, int8_t* q, float* d) {
+  for (size_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0.f;
+    for (int l = 0; l < 32; ++l) amax = std::max(amax, std::fabs(xb[l]));
+    d[b] = amax / 127.f;
+    const float id = amax > 0.f ? 127.f / amax : 0.f;
+    for (int l = 0; l < 32; ++l) q[32 * b + l] = quant8(xb[l] * id);
+  }
+}
+
+// Q8_K form: the element of largest magnitude max maps to -127: d = max / -127 per 256
+void quantize_row_256(const float* x, size_t k, int8_t* q, float* d) {
+  for (size_t b = 0; b < k / 256; ++b) {
+    const float* xb = x + 256 * b;
+    float amax = 0.f, vmax = 0.f;
+    for (int l = 0; l < 256; ++l)
+      if (std::fabs(xb[l]) > amax) {
+        amax = std::fabs(xb[l]);
+        vmax = xb[l];
+      }
+    if (amax == 0.f) {
+      d[b] = 0.f;
+      std::fill(q + 256 * b, q + 256 * (b + 1), int8_t{0});
+      continue;
+    }
+    const float iscale = -127.f / vmax;
+    d[b] = vmax / -127.f;
+    for (int l = 0; l < 256; ++l) q[256 * b + l] = quant8(xb[l] * iscale);
+  }
+}
+
+void quantize_acts(const float* x, size_t m, size_t k, size_t qk, ActBuffer& buf) {
+  buf.qs.resize(m * k);
+  buf.d.resize(m * (k / qk));
+  buf.sums16.resize(m * (k / 16));
+  buf.sums32.resize(m * (k / 32));
+  cpu::parallel_for(m, std::max<size_t>(1, 16384 / k), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      int8_t* q = buf.qs.data() + i * k;
+      if (qk == 32)
+        quantize_row_32(x + i * k, k, q, buf.d.data() + i * (k / 32));
+      else
+        quantize_row_256(x + i * k, k, q, buf.d.data() + i * (k / 256));
+      for (size_t s = 0; s < k / 16; ++s) {
+        int v = 0;
+        for (int l = 0; l < 16; ++l) v += q[16 * s + l];
+        buf.sums16[i * (k / 16) + s] = static_cast<int16_t>(v);
+      }
+      for (size_t s = 0; s < k / 32; ++s)
+        buf.sums32[i * (k / 32) + s] =
+            buf.sums16[i * (k / 16) + 2 * s] + buf.sums16[i * (k / 16) + 2 * s + 1];
+    }
+  });
+  const size_t nb = k / qk, groups = (m + 7) / 8;
+  buf.d8.resize(groups * nb * 8);
+  buf.sums8.resize(qk == 32 ? groups * nb * 8 : 0);
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t b = 0; b < nb; ++b)
+      for (size_t l = 0; l < 8; ++l) {
+        const size_t i = std::min(8 * g + l, m - 1);
+        buf.d8[(g * nb + b) * 8 + l] = buf.d[i * nb + b];
+        if (qk == 32) buf.sums8[(g * nb + b) * 8 + l] = buf.sums32[i * nb + b];
+      }
+  buf.acts = {m,
+              k,
+              qk,
+              buf.qs.data(),
+              buf.d.data(),
+              buf.sums16.data(),
+              buf.sums32.data(),
+              buf.d8.data(),
+              buf.sums8.data()};
+}
+
+// The float weight types: rows converted to f32 in tiles, each output an 8-way split sum
+// combined in a fixed order (the same bits for any m, tile and thread count).
+float dot_f32(const float* a, const float* b, size_t k) {
+  float s[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= k; i += 8)
+    for (int l = 0; l < 8; ++l) s[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < k; ++i, ++l) s[l] += a[i] * b[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+void float_matmul(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {
+  constexpr size_t kTile = 16;
+  cpu::parallel_for((n + kTile - 1) / kTile, 1, [&](size_t tb, size_t te) {
+    std::vector<float> tile(t == GgmlDType::F32 ? 0 : kTile * k);
+    for (size_t tr = tb; tr < te; ++tr) {
+      const size_t j0 = tr * kTile, j1 = std::min(n, j0 + kTile);
+      const float* rows;
+      if (t == GgmlDType::F32) {
+        rows = static_cast<const float*>(w) + j0 * k;
+      } else {
+        const uint16_t* src = static_cast<const uint16_t*>(w) + j0 * k;
+        for (size_t e = 0; e < (j1 - j0) * k; ++e)
+          tile[e] = t == GgmlDType::F16 ? static_cast<float>(candle::f16::from_bits(src[e]))
+                                        : static_cast<float>(candle::bf16::from_bits(src[e]));
+        rows = tile.data();
+      }
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = j0; j < j1; ++j) y[i * n + j] = dot_f32(x + i * k, rows + (j - j0) * k, k);
     }
   });
 }
 
-const char* qmatmul_cpu_kernel_name(GgmlDType) { return "dequantize"; }
+qmm::KernelFn kernel_for(GgmlDType t, QmmIsa isa) {
+  switch (isa) {
+    case QmmIsa::Avx512: return qmm::avx512_kernel(t);
+    case QmmIsa::Avx2: return qmm::avx2_kernel(t);
+    default: return qmm::scalar_kernel(t);
+  }
+}
+
+// the weight rows one parallel_for index covers (a multiple of every kernel's row tile)
+constexpr size_t kRowUnit = 16;
+
+}  // namespace
+
+const char* qmm_isa_name(QmmIsa isa) {
+  switch (isa) {
+    case QmmIsa::Avx2: return "avx2";
+    case QmmIsa::Avx512: return "avx512";
+    default: return "scalar";
+  }
+}
+
+bool qmm_isa_supported(QmmIsa isa) {
+  switch (isa) {
+    case QmmIsa::Scalar: return true;
+    case QmmIsa::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+    case QmmIsa::Avx512:
+      return qmm_isa_supported(QmmIsa::Avx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+QmmIsa qmm_isa() {
+  const IsaChoice& c = isa_choice();
+  if (c.error) throw Error(ErrorKind::InvalidArgument, *c.error);
+  return c.isa;
+}
+
+void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
+                 QmmIsa isa) {
+  if (!qmm_isa_supported(isa))
+    throw Error(ErrorKind::InvalidArgument, std::string("qmatmul: this CPU lacks ") + qmm_isa_name(isa));
+  const bool is_float = t == GgmlDType::F32 || t == GgmlDType::F16 || t == GgmlDType::BF16;
+  qmm::KernelFn fn = is_float ? nullptr : kernel_for(t, isa);
+  if (!is_float && !fn)
+    throw Error(ErrorKind::UnsupportedOp, "qmatmul: " + std::string(ggml_dtype_name(t)) +
+                                              " is not a weight type of the quantized matmul");
+  const size_t bs = ggml_block_size(t);
+  if (k % bs != 0)
+    throw Error(ErrorKind::InvalidArgument, "qmatmul: k = " + std::to_string(k) + " is not a multiple of " +
+                                                std::string(ggml_dtype_name(t)) + "'s block size " +
+                                                std::to_string(bs));
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(y, y + m * n, 0.f);
+    return;
+  }
+  if (is_float) {
+    float_matmul(t, w, n, k, x, m, y);
+    return;
+  }
+  ActBuffer buf;
+  quantize_acts(x, m, k, bs == 256 ? 256 : 32, buf);
+  const size_t row_bytes = ggml_row_bytes(t, k);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  // chunks of about 64 KiB of weights, at least one row unit
+  const size_t unit_bytes = kRowUnit * row_bytes;
+  const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / unit_bytes);
+  cpu::parallel_for((n + kRowUnit - 1) / kRowUnit, grain, [&](size_t b, size_t e) {
+    fn(wb, row_bytes, b * kRowUnit, std::min(n, e * kRowUnit), buf.acts, y, n);
+  });
+}
+
+void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {
+  qmatmul_cpu(t, w, n, k, x, m, y, qmm_isa());
+}
+
+const char* qmatmul_cpu_kernel_name(GgmlDType t) {
+  if (t == GgmlDType::F32 || t == GgmlDType::F16 || t == GgmlDType::BF16) return "f32-dot";
+  QmmIsa isa = qmm_isa();
+  if (!kernel_for(t, isa)) return "none";
+  if (isa == QmmIsa::Avx2) return qmm::avx2_variant_name();
+  return qmm_isa_name(isa);
+}
 
 }  // namespace candle::quantized

@@ -4,6 +4,14 @@
 // integer dot products run; m == 1 is the decode path, m > 1 the batched (prefill) path. The
 // kernels are chosen at run time (AVX-512 / VNNI, AVX2, plain C++) and the result does not
 // depend on the thread count.
+//
+// The numbers (the contract the tests check): each super-block b of a weight row (32 or 256
+// elements) gives exact integers isum_b = sum_s sc_s * sum_{i in s} q_i * xq_i and, for the types
+// with a min, msum_b = sum_s mn_s * sum_{i in s} xq_i (W = d * sc_s * q_i + mcoef * mn_s, xq the
+// 8-bit activations of scale dx_b), and the output is the chain, in increasing b,
+//   acc = fma(d_b * dx_b, float(isum_b), acc);  acc = fma(mcoef_b * dx_b, float(msum_b), acc)
+// from acc = 0. Integer sums are exact in any order, so every ISA gives the scalar reference's
+// bits exactly, for any m, tile position and thread count.
 #pragma once
 
 #include <cstddef>
@@ -16,5 +24,16 @@ namespace candle::quantized {
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y);
 // the kernel family qmatmul_cpu uses for t at this CPU's ISA, e.g. "avx2" (benchmarks print it)
 const char* qmatmul_cpu_kernel_name(GgmlDType t);
+
+// The kernel families, lowest first. qmatmul_cpu uses qmatmul_isa(): CANDLE_QMATMUL_ISA=
+// scalar|avx2|avx512 (read once; a value that is unknown or that this CPU lacks throws from
+// every call), else the best one this CPU has.
+enum class QmmIsa { Scalar, Avx2, Avx512 };
+const char* qmm_isa_name(QmmIsa isa);
+bool qmm_isa_supported(QmmIsa isa);
+QmmIsa qmm_isa();
+// the same product with the kernels of one ISA (tests compare them); throws when unsupported
+void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
+                 QmmIsa isa);
 
 }  // namespace candle::quantized

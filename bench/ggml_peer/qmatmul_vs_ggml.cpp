@@ -1,0 +1,274 @@
+// candle's qmatmul_cpu beside llama.cpp's CPU mul_mat, in one process, on the same weights
+// (quantized by ggml_quantize_chunk) and activations, with the same thread count. The ggml
+// libraries are dlopened from a directory (tools/peers' prebuilt node-llama-cpp binaries); the
+// CPU variant is the one whose ggml_backend_score() is highest on this CPU. The few prototypes
+// of ggml's public C API that this needs are declared here (no headers are shipped).
+//
+//   qmatmul_vs_ggml --lib-dir DIR [--threads N] [--rounds R] [--types q4_0,q8_0] [--shapes 4096x4096]
+//                   [--m 1,128,512]
+// prints one line per (type, n, k, m): the median seconds per call of each (R rounds of about
+// 0.15 s each, taken alternately), the weights' GB/s, the ratio (ours / ggml throughput) and the
+// largest difference between the two outputs relative to the output's largest magnitude.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "candle/quantized/ggml_dtype.h"
+#include "candle/utils.h"
+#include "quantized/qmatmul_cpu.h"
+
+namespace {
+
+struct ggml_context;
+struct ggml_tensor;
+struct ggml_cgraph;
+struct ggml_threadpool;
+struct InitParams {
+  size_t mem_size;
+  void* mem_buffer;
+  bool no_alloc;
+};
+// ggml_cplan: only its first two fields are read here; the padding covers the rest of it
+struct CPlan {
+  size_t work_size;
+  uint8_t* work_data;
+  unsigned char rest[256];
+};
+// ggml_threadpool_params, opaque (512 bools of cpu mask and a few fields), padded generously
+struct TpParams {
+  unsigned char bytes[4096];
+};
+
+struct Ggml {
+  ggml_context* (*init)(InitParams);
+  void (*free)(ggml_context*);
+  ggml_tensor* (*new_tensor_2d)(ggml_context*, int, int64_t, int64_t);
+  ggml_tensor* (*mul_mat)(ggml_context*, ggml_tensor*, ggml_tensor*);
+  ggml_cgraph* (*new_graph)(ggml_context*);
+  void (*build_forward_expand)(ggml_cgraph*, ggml_tensor*);
+  void* (*get_data)(const ggml_tensor*);
+  size_t (*quantize_chunk)(int, const float*, void*, int64_t, int64_t, int64_t, const float*);
+  size_t (*tensor_overhead)();
+  size_t (*graph_overhead)();
+  void (*cpu_init)();
+  CPlan (*graph_plan)(const ggml_cgraph*, int, ggml_threadpool*);
+  int (*graph_compute)(ggml_cgraph*, CPlan*);
+  TpParams (*threadpool_params_default)(int);
+  ggml_threadpool* (*threadpool_new)(TpParams*);
+  void (*threadpool_free)(ggml_threadpool*);
+  void (*threadpool_pause)(ggml_threadpool*);
+  void (*threadpool_resume)(ggml_threadpool*);
+  std::string variant;
+};
+
+template <typename F>
+void sym(void* lib, const char* name, F& f) {
+  f = reinterpret_cast<F>(dlsym(lib, name));
+  if (!f) {
+    std::fprintf(stderr, "missing symbol %s\n", name);
+    std::exit(1);
+  }
+}
+
+Ggml load(const std::string& dir) {
+  Ggml g;
+  void* base = dlopen((dir + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!base) {
+    std::fprintf(stderr, "dlopen libggml-base.so: %s\n", dlerror());
+    std::exit(1);
+  }
+  void* best = nullptr;
+  int best_score = 0;
+  for (const char* v :
+       {"x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "alderlake", "skylakex",
+        "cannonlake", "cascadelake", "cooperlake", "icelake", "zen4", "sapphirerapids"}) {
+    void* lib = dlopen((dir + "/libggml-cpu-" + v + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) continue;
+    auto score = reinterpret_cast<int (*)()>(dlsym(lib, "ggml_backend_score"));
+    int s = score ? score() : 0;
+    if (s > best_score) {
+      best_score = s;
+      best = lib;
+      g.variant = v;
+    }
+  }
+  if (!best) {
+    std::fprintf(stderr, "no libggml-cpu-*.so in %s runs on this CPU\n", dir.c_str());
+    std::exit(1);
+  }
+  sym(base, "ggml_init", g.init);
+  sym(base, "ggml_free", g.free);
+  sym(base, "ggml_new_tensor_2d", g.new_tensor_2d);
+  sym(base, "ggml_mul_mat", g.mul_mat);
+  sym(base, "ggml_new_graph", g.new_graph);
+  sym(base, "ggml_build_forward_expand", g.build_forward_expand);
+  sym(base, "ggml_get_data", g.get_data);
+  sym(base, "ggml_quantize_chunk", g.quantize_chunk);
+  sym(base, "ggml_tensor_overhead", g.tensor_overhead);
+  sym(base, "ggml_graph_overhead", g.graph_overhead);
+  sym(base, "ggml_threadpool_params_default", g.threadpool_params_default);
+  sym(best, "ggml_cpu_init", g.cpu_init);
+  sym(best, "ggml_graph_plan", g.graph_plan);
+  sym(best, "ggml_graph_compute", g.graph_compute);
+  sym(best, "ggml_threadpool_new", g.threadpool_new);
+  sym(best, "ggml_threadpool_free", g.threadpool_free);
+  sym(best, "ggml_threadpool_pause", g.threadpool_pause);
+  sym(best, "ggml_threadpool_resume", g.threadpool_resume);
+  g.cpu_init();
+  return g;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <typename F>
+double seconds_per_call(F&& f, double budget) {
+  double t0 = now();
+  int it = 0;
+  do {
+    f();
+    ++it;
+  } while (now() - t0 < budget);
+  return (now() - t0) / it;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+double memcpy_gbps() {
+  const size_t bytes = size_t{256} << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::vector<double> t;
+  for (int r = 0; r < 5; ++r)
+    t.push_back(seconds_per_call([&] { std::memcpy(b.data(), a.data(), bytes); }, 0.2));
+  return double(bytes) / median(t) / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string lib_dir, types = "q4_0,q8_0,q4_K,q6_K,iq4_xs", shapes = "4096x4096,11008x4096,4096x11008",
+                       ms = "1,128,512";
+  int threads = 2, rounds = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--lib-dir")
+      lib_dir = v;
+    else if (a == "--threads")
+      threads = std::atoi(v.c_str());
+    else if (a == "--rounds")
+      rounds = std::atoi(v.c_str());
+    else if (a == "--types")
+      types = v;
+    else if (a == "--shapes")
+      shapes = v;
+    else if (a == "--m")
+      ms = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (lib_dir.empty() || threads < 1 || rounds < 1) {
+    std::fprintf(
+        stderr,
+        "usage: %s --lib-dir DIR [--threads N] [--rounds R] [--types ..] [--shapes NxK,..] [--m ..]\n",
+        argv[0]);
+    return 2;
+  }
+  Ggml g = load(lib_dir);
+  candle::set_num_threads(static_cast<size_t>(threads));
+  TpParams tpp = g.threadpool_params_default(threads);
+  ggml_threadpool* tp = g.threadpool_new(&tpp);
+  std::printf("# ggml cpu variant: %s, threads: %d, memcpy: %.1f GB/s, rounds: %d (median)\n",
+              g.variant.c_str(), threads, memcpy_gbps(), rounds);
+  std::printf("%-7s %6s %6s %4s  %10s %10s  %8s %8s  %6s  %9s  %s\n", "type", "n", "k", "m", "ours_ms",
+              "ggml_ms", "ours_GB/s", "ggml_GB/s", "ratio", "max_rdiff", "kernel");
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (const std::string& tn : split(types, ',')) {
+    auto t = candle::quantized::ggml_dtype_from_name(tn);
+    if (!t) {
+      std::fprintf(stderr, "unknown type %s\n", tn.c_str());
+      return 2;
+    }
+    for (const std::string& sh : split(shapes, ',')) {
+      auto nk = split(sh, 'x');
+      const size_t n = std::stoul(nk.at(0)), k = std::stoul(nk.at(1));
+      const size_t wbytes = candle::quantized::ggml_row_bytes(*t, k) * n;
+      for (const std::string& mstr : split(ms, ',')) {
+        const size_t m = std::stoul(mstr);
+        InitParams ip{
+            wbytes + m * k * 4 + m * n * 4 + 3 * g.tensor_overhead() + g.graph_overhead() + (1 << 20),
+            nullptr, false};
+        ggml_context* ctx = g.init(ip);
+        ggml_tensor* W =
+            g.new_tensor_2d(ctx, static_cast<int>(*t), static_cast<int64_t>(k), static_cast<int64_t>(n));
+        ggml_tensor* X = g.new_tensor_2d(ctx, 0, static_cast<int64_t>(k), static_cast<int64_t>(m));
+        {
+          std::vector<float> wf(n * k);
+          for (auto& v : wf) v = nd(rng) * 0.02f;
+          g.quantize_chunk(static_cast<int>(*t), wf.data(), g.get_data(W), 0, static_cast<int64_t>(n),
+                           static_cast<int64_t>(k), nullptr);
+        }
+        float* xd = static_cast<float*>(g.get_data(X));
+        for (size_t i = 0; i < m * k; ++i) xd[i] = nd(rng);
+        ggml_tensor* Y = g.mul_mat(ctx, W, X);
+        ggml_cgraph* gf = g.new_graph(ctx);
+        g.build_forward_expand(gf, Y);
+        CPlan plan = g.graph_plan(gf, threads, tp);
+        std::vector<uint8_t> work(plan.work_size + 64);
+        plan.work_data = work.data();
+        std::vector<float> ours(m * n);
+        const void* wdata = g.get_data(W);
+        auto run_ggml = [&] { g.graph_compute(gf, &plan); };
+        auto run_ours = [&] { candle::quantized::qmatmul_cpu(*t, wdata, n, k, xd, m, ours.data()); };
+        run_ggml();
+        run_ours();
+        const float* yd = static_cast<const float*>(g.get_data(Y));
+        double maxabs = 0, maxdiff = 0;
+        for (size_t i = 0; i < m * n; ++i) {
+          maxabs = std::max(maxabs, std::fabs(double(yd[i])));
+          maxdiff = std::max(maxdiff, std::fabs(double(yd[i]) - ours[i]));
+        }
+        std::vector<double> tg, to;
+        for (int r = 0; r < rounds; ++r) {
+          g.threadpool_resume(tp);
+          tg.push_back(seconds_per_call(run_ggml, 0.15));
+          g.threadpool_pause(tp);
+          to.push_back(seconds_per_call(run_ours, 0.15));
+        }
+        const double sg = median(tg), so = median(to);
+        std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s\n", tn.c_str(), n, k,
+                    m, so * 1e3, sg * 1e3, wbytes / so / 1e9, wbytes / sg / 1e9, sg / so, maxdiff / maxabs,
+                    candle::quantized::qmatmul_cpu_kernel_name(*t));
+        std::fflush(stdout);
+        g.free(ctx);
+      }
+    }
+  }
+  g.threadpool_free(tp);
+  return 0;
+}

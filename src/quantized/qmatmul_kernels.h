@@ -1,0 +1,222 @@
+// Internals of qmatmul_cpu: the quantized activations, the kernel entry type, and the plain C++
+// decoding of one weight block into the integers of the contract in qmatmul_cpu.h (shared by the
+// scalar reference and the SIMD kernels' scale handling).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "candle/dtype.h"
+#include "candle/quantized/blocks.h"
+#include "candle/quantized/ggml_dtype.h"
+
+namespace candle::quantized::qmm {
+
+// m rows of k activations quantized to 8 bits in blocks of qk (32: the Q8_0 / Q8_1 form, one
+// scale per 32; 256: the Q8_K form, one scale per 256). Every quant is in [-127, 127].
+struct Acts {
+  size_t m = 0, k = 0, qk = 0;
+  const int8_t* qs = nullptr;       // m * k
+  const float* d = nullptr;         // m * (k / qk)
+  const int16_t* sums16 = nullptr;  // m * (k / 16): the sum of each 16 quants
+  const int32_t* sums32 = nullptr;  // m * (k / 32): the sum of each 32 quants
+  // d and sums32 again, for the tiles of 8 rows: [(i / 8) * (k / qk) + b] * 8 + i % 8, the rows
+  // past m repeating row m - 1 (sums8 only in the 32 form)
+  const float* d8 = nullptr;
+  const int32_t* sums8 = nullptr;
+};
+
+// Rows [n0, n1) of W (row_bytes each) times every activation row: y[i * ldy + j].
+using KernelFn = void (*)(const uint8_t* w, size_t row_bytes, size_t n0, size_t n1, const Acts& a, float* y,
+                          size_t ldy);
+
+inline float h2f(const uint8_t* p) {
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  return static_cast<float>(candle::f16::from_bits(b));
+}
+
+// One weight super-block as the contract's integers: W_i = d * sc[i / 16] * q[i] + mcoef * mn[i / 16].
+struct Decoded {
+  int8_t q[kQK_K];
+  int16_t sc[kQK_K / 16];
+  int16_t mn[kQK_K / 16];
+  float d;
+  float mcoef;
+};
+
+template <GgmlDType T>
+struct BlockTraits;
+
+#define CANDLE_QMM_TRAITS(T, B, QK, MIN)        \
+  template <>                                   \
+  struct BlockTraits<GgmlDType::T> {            \
+    using Block = B;                            \
+    static constexpr int kQK = QK;              \
+    static constexpr bool kHasMin = MIN;        \
+    static constexpr size_t kBytes = sizeof(B); \
+  };
+CANDLE_QMM_TRAITS(Q4_0, BlockQ4_0, 32, false)
+CANDLE_QMM_TRAITS(Q4_1, BlockQ4_1, 32, true)
+CANDLE_QMM_TRAITS(Q5_0, BlockQ5_0, 32, false)
+CANDLE_QMM_TRAITS(Q5_1, BlockQ5_1, 32, true)
+CANDLE_QMM_TRAITS(Q8_0, BlockQ8_0, 32, false)
+CANDLE_QMM_TRAITS(IQ4_NL, BlockIQ4_NL, 32, false)
+CANDLE_QMM_TRAITS(Q2K, BlockQ2_K, 256, true)
+CANDLE_QMM_TRAITS(Q3K, BlockQ3_K, 256, false)
+CANDLE_QMM_TRAITS(Q4K, BlockQ4_K, 256, true)
+CANDLE_QMM_TRAITS(Q5K, BlockQ5_K, 256, true)
+CANDLE_QMM_TRAITS(Q6K, BlockQ6_K, 256, false)
+CANDLE_QMM_TRAITS(IQ4_XS, BlockIQ4_XS, 256, false)
+#undef CANDLE_QMM_TRAITS
+
+// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes
+inline void k4_scale_min(const uint8_t* s, int j, int& sc, int& mn) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    mn = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+// Q3_K: the 6-bit scale (0..63, used as scale - 32) of sub-block j (0..15)
+inline int q3k_scale(const uint8_t* s, int j) {
+  int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+  int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return lo | (hi << 4);
+}
+// IQ4_XS: the 6-bit scale (used as scale - 32) of sub-block j (0..7)
+inline int iq4xs_scale(const BlockIQ4_XS& b, int j) {
+  return ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4);
+}
+
+// The scales / mins of a super-block expanded per 16 elements (the SIMD kernels use these too).
+template <GgmlDType T>
+inline void decode_scales(const uint8_t* p, int16_t sc[16], int16_t mn[16], float& d, float& mcoef) {
+  using Tr = BlockTraits<T>;
+  typename Tr::Block b;
+  std::memcpy(&b, p, sizeof b);
+  if constexpr (Tr::kQK == 32) {
+    sc[0] = sc[1] = 1;
+    mn[0] = mn[1] = 1;
+    d = h2f(p);
+    if constexpr (Tr::kHasMin)
+      mcoef = h2f(p + 2);
+    else
+      mcoef = 0.f;
+  } else if constexpr (T == GgmlDType::Q2K) {
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = static_cast<int16_t>(b.scales[s] & 0xF);
+      mn[s] = static_cast<int16_t>(b.scales[s] >> 4);
+    }
+    d = static_cast<float>(candle::f16::from_bits(b.d));
+    mcoef = -static_cast<float>(candle::f16::from_bits(b.dmin));
+  } else if constexpr (T == GgmlDType::Q3K) {
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = static_cast<int16_t>(q3k_scale(b.scales, s) - 32);
+      mn[s] = 0;
+    }
+    d = static_cast<float>(candle::f16::from_bits(b.d));
+    mcoef = 0.f;
+  } else if constexpr (T == GgmlDType::Q4K || T == GgmlDType::Q5K) {
+    for (int j = 0; j < 8; ++j) {
+      int s, m;
+      k4_scale_min(b.scales, j, s, m);
+      sc[2 * j] = sc[2 * j + 1] = static_cast<int16_t>(s);
+      mn[2 * j] = mn[2 * j + 1] = static_cast<int16_t>(m);
+    }
+    d = static_cast<float>(candle::f16::from_bits(b.d));
+    mcoef = -static_cast<float>(candle::f16::from_bits(b.dmin));
+  } else if constexpr (T == GgmlDType::Q6K) {
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = b.scales[s];
+      mn[s] = 0;
+    }
+    d = static_cast<float>(candle::f16::from_bits(b.d));
+    mcoef = 0.f;
+  } else {
+    static_assert(T == GgmlDType::IQ4_XS);
+    for (int j = 0; j < 8; ++j) {
+      sc[2 * j] = sc[2 * j + 1] = static_cast<int16_t>(iq4xs_scale(b, j) - 32);
+      mn[2 * j] = mn[2 * j + 1] = 0;
+    }
+    d = static_cast<float>(candle::f16::from_bits(b.d));
+    mcoef = 0.f;
+  }
+}
+
+// The quants q of a super-block (kQK of them), in element order.
+template <GgmlDType T>
+inline void decode_quants(const uint8_t* p, int8_t* q) {
+  typename BlockTraits<T>::Block b;
+  std::memcpy(&b, p, sizeof b);
+  auto i8 = [](int v) { return static_cast<int8_t>(v); };
+  if constexpr (T == GgmlDType::Q4_0 || T == GgmlDType::Q4_1 || T == GgmlDType::IQ4_NL) {
+    const int off = T == GgmlDType::Q4_0 ? 8 : 0;
+    for (int j = 0; j < 16; ++j) {
+      int lo = b.qs[j] & 0xF, hi = b.qs[j] >> 4;
+      if constexpr (T == GgmlDType::IQ4_NL) {
+        q[j] = kIq4nlValues[lo];
+        q[j + 16] = kIq4nlValues[hi];
+      } else {
+        q[j] = i8(lo - off);
+        q[j + 16] = i8(hi - off);
+      }
+    }
+  } else if constexpr (T == GgmlDType::Q5_0 || T == GgmlDType::Q5_1) {
+    const int off = T == GgmlDType::Q5_0 ? 16 : 0;
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    for (int j = 0; j < 16; ++j) {
+      int lo = (b.qs[j] & 0xF) | (((qh >> j) & 1) << 4);
+      int hi = (b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+      q[j] = i8(lo - off);
+      q[j + 16] = i8(hi - off);
+    }
+  } else if constexpr (T == GgmlDType::Q8_0) {
+    std::memcpy(q, b.qs, 32);
+  } else if constexpr (T == GgmlDType::Q2K) {
+    for (int g = 0; g < 8; ++g)
+      for (int l = 0; l < 32; ++l) q[32 * g + l] = i8((b.qs[32 * (g / 4) + l] >> (2 * (g % 4))) & 3);
+  } else if constexpr (T == GgmlDType::Q3K) {
+    for (int g = 0; g < 8; ++g)
+      for (int l = 0; l < 32; ++l) {
+        int u = ((b.qs[32 * (g / 4) + l] >> (2 * (g % 4))) & 3) | (((b.hmask[l] >> g) & 1) << 2);
+        q[32 * g + l] = i8(u - 4);
+      }
+  } else if constexpr (T == GgmlDType::Q4K || T == GgmlDType::Q5K) {
+    for (int g = 0; g < 8; ++g)
+      for (int l = 0; l < 32; ++l) {
+        int v = (b.qs[32 * (g / 2) + l] >> (4 * (g % 2))) & 0xF;
+        if constexpr (T == GgmlDType::Q5K) v |= ((b.qh[l] >> g) & 1) << 4;
+        q[32 * g + l] = i8(v);
+      }
+  } else if constexpr (T == GgmlDType::Q6K) {
+    for (int g = 0; g < 8; ++g) {
+      int h = g / 4, j = g % 4;
+      for (int l = 0; l < 32; ++l) {
+        int lo = (b.ql[64 * h + 32 * (j & 1) + l] >> (4 * (j / 2))) & 0xF;
+        int hi = (b.qh[32 * h + l] >> (2 * j)) & 3;
+        q[32 * g + l] = i8((lo | (hi << 4)) - 32);
+      }
+    }
+  } else {
+    static_assert(T == GgmlDType::IQ4_XS);
+    for (int g = 0; g < 8; ++g)
+      for (int j = 0; j < 16; ++j) {
+        q[32 * g + j] = kIq4nlValues[b.qs[16 * g + j] & 0xF];
+        q[32 * g + j + 16] = kIq4nlValues[b.qs[16 * g + j] >> 4];
+      }
+  }
+}
+
+// The kernels of each ISA, for the quantized types (nullptr: none for this type)
+KernelFn scalar_kernel(GgmlDType t);
+KernelFn avx2_kernel(GgmlDType t);
+KernelFn avx512_kernel(GgmlDType t);
+// "avx2", or "avx2-vnni" where the CPU has AVX-VNNI (the same bits: the integer sums are exact)
+const char* avx2_variant_name();
+
+}  // namespace candle::quantized::qmm
