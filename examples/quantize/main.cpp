@@ -38,8 +38,8 @@ namespace {
 // a target: the base block type, and whether it is one of llama.cpp's K-quant mixes
 struct Target {
   GgmlDType base;
-  bool mix_m = false;         // _M: attn_v / ffn_down of some layers in q6_k
-  uint32_t file_type = 0;     // llama.cpp's general.file_type (LLAMA_FTYPE_*)
+  bool mix_m = false;      // _M: attn_v / ffn_down of some layers in q6_k
+  uint32_t file_type = 0;  // llama.cpp's general.file_type (LLAMA_FTYPE_*)
   std::string name;
 };
 
@@ -51,22 +51,33 @@ std::string lower(std::string s) {
 Target parse_target(const std::string& arg) {
   // llama.cpp's LLAMA_FTYPE_MOSTLY_* numbers, written as general.file_type
   static const std::map<std::string, Target> targets = {
-      {"f32", {GgmlDType::F32, false, 0, "F32"}},         {"f16", {GgmlDType::F16, false, 1, "F16"}},
-      {"bf16", {GgmlDType::BF16, false, 32, "BF16"}},     {"q4_0", {GgmlDType::Q4_0, false, 2, "Q4_0"}},
-      {"q4_1", {GgmlDType::Q4_1, false, 3, "Q4_1"}},      {"q8_0", {GgmlDType::Q8_0, false, 7, "Q8_0"}},
-      {"q5_0", {GgmlDType::Q5_0, false, 8, "Q5_0"}},      {"q5_1", {GgmlDType::Q5_1, false, 9, "Q5_1"}},
-      {"q2_k", {GgmlDType::Q2K, false, 10, "Q2_K"}},      {"q3_k", {GgmlDType::Q3K, false, 11, "Q3_K_S"}},
-      {"q3_k_s", {GgmlDType::Q3K, false, 11, "Q3_K_S"}},  {"q4_k", {GgmlDType::Q4K, false, 14, "Q4_K_S"}},
-      {"q4_k_s", {GgmlDType::Q4K, false, 14, "Q4_K_S"}},  {"q4_k_m", {GgmlDType::Q4K, true, 15, "Q4_K_M"}},
-      {"q5_k", {GgmlDType::Q5K, false, 16, "Q5_K_S"}},    {"q5_k_s", {GgmlDType::Q5K, false, 16, "Q5_K_S"}},
-      {"q5_k_m", {GgmlDType::Q5K, true, 17, "Q5_K_M"}},   {"q6_k", {GgmlDType::Q6K, false, 18, "Q6_K"}},
-      {"iq4_nl", {GgmlDType::IQ4_NL, false, 25, "IQ4_NL"}}, {"iq4_xs", {GgmlDType::IQ4_XS, false, 30, "IQ4_XS"}},
+      {"f32", {GgmlDType::F32, false, 0, "F32"}},
+      {"f16", {GgmlDType::F16, false, 1, "F16"}},
+      {"bf16", {GgmlDType::BF16, false, 32, "BF16"}},
+      {"q4_0", {GgmlDType::Q4_0, false, 2, "Q4_0"}},
+      {"q4_1", {GgmlDType::Q4_1, false, 3, "Q4_1"}},
+      {"q8_0", {GgmlDType::Q8_0, false, 7, "Q8_0"}},
+      {"q5_0", {GgmlDType::Q5_0, false, 8, "Q5_0"}},
+      {"q5_1", {GgmlDType::Q5_1, false, 9, "Q5_1"}},
+      {"q2_k", {GgmlDType::Q2K, false, 10, "Q2_K"}},
+      {"q3_k", {GgmlDType::Q3K, false, 11, "Q3_K_S"}},
+      {"q3_k_s", {GgmlDType::Q3K, false, 11, "Q3_K_S"}},
+      {"q4_k", {GgmlDType::Q4K, false, 14, "Q4_K_S"}},
+      {"q4_k_s", {GgmlDType::Q4K, false, 14, "Q4_K_S"}},
+      {"q4_k_m", {GgmlDType::Q4K, true, 15, "Q4_K_M"}},
+      {"q5_k", {GgmlDType::Q5K, false, 16, "Q5_K_S"}},
+      {"q5_k_s", {GgmlDType::Q5K, false, 16, "Q5_K_S"}},
+      {"q5_k_m", {GgmlDType::Q5K, true, 17, "Q5_K_M"}},
+      {"q6_k", {GgmlDType::Q6K, false, 18, "Q6_K"}},
+      {"iq4_nl", {GgmlDType::IQ4_NL, false, 25, "IQ4_NL"}},
+      {"iq4_xs", {GgmlDType::IQ4_XS, false, 30, "IQ4_XS"}},
   };
   auto it = targets.find(lower(arg));
   if (it == targets.end()) {
     std::string known;
     for (const auto& [k, v] : targets) known += (known.empty() ? "" : " ") + k;
-    throw Error(ErrorKind::InvalidArgument, "unknown type '" + arg.substr(0, 40) + "' (known: " + known + ")");
+    throw Error(ErrorKind::InvalidArgument,
+                "unknown type '" + arg.substr(0, 40) + "' (known: " + known + ")");
   }
   return it->second;
 }
@@ -108,7 +119,8 @@ GgmlDType type_for(const std::string& name, const Shape& shape, const Target& ta
   const bool ffn_down = contains(name, "ffn_down") || contains(name, "down_proj.");
   const bool attn_qkv = contains(name, "attn_qkv.") || contains(name, "qkv_proj.");
   if (target.mix_m) {
-    if ((attn_v || ffn_down) && layer >= 0 && n_layers > 0 && use_more_bits(layer, n_layers)) t = GgmlDType::Q6K;
+    if ((attn_v || ffn_down) && layer >= 0 && n_layers > 0 && use_more_bits(layer, n_layers))
+      t = GgmlDType::Q6K;
     if (attn_qkv) t = target.base == GgmlDType::Q4K ? GgmlDType::Q5K : GgmlDType::Q6K;
   } else if (target.base == GgmlDType::Q4K && ffn_down && layer >= 0 && layer < n_layers / 8) {
     t = GgmlDType::Q5K;  // Q4_K_S: the first eighth of ffn_down
@@ -156,7 +168,8 @@ std::map<std::string, std::vector<float>> read_imatrix(const std::string& path) 
   const auto file_size = static_cast<uint64_t>(fs::file_size(path));
   auto read_i32 = [&](const char* what) {
     int32_t v = 0;
-    if (!f.read(reinterpret_cast<char*>(&v), 4)) throw Error(ErrorKind::Parse, path + ": truncated at " + what);
+    if (!f.read(reinterpret_cast<char*>(&v), 4))
+      throw Error(ErrorKind::Parse, path + ": truncated at " + what);
     return v;
   };
   const int32_t n = read_i32("the entry count");
@@ -164,13 +177,15 @@ std::map<std::string, std::vector<float>> read_imatrix(const std::string& path) 
     throw Error(ErrorKind::Parse, path + ": " + std::to_string(n) + " entries cannot fit the file");
   for (int32_t e = 0; e < n; ++e) {
     const int32_t len = read_i32("a name length");
-    if (len <= 0 || len > 4096) throw Error(ErrorKind::Parse, path + ": bad name length " + std::to_string(len));
+    if (len <= 0 || len > 4096)
+      throw Error(ErrorKind::Parse, path + ": bad name length " + std::to_string(len));
     std::string name(static_cast<size_t>(len), '\0');
     if (!f.read(name.data(), len)) throw Error(ErrorKind::Parse, path + ": truncated name");
     const int32_t ncall = read_i32("a call count");
     const int32_t nval = read_i32("a value count");
     if (nval <= 0 || static_cast<uint64_t>(nval) * 4 > file_size)
-      throw Error(ErrorKind::Parse, path + ": bad value count " + std::to_string(nval) + " for " + name.substr(0, 80));
+      throw Error(ErrorKind::Parse,
+                  path + ": bad value count " + std::to_string(nval) + " for " + name.substr(0, 80));
     std::vector<float> v(static_cast<size_t>(nval));
     if (!f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4)))
       throw Error(ErrorKind::Parse, path + ": truncated values of " + name.substr(0, 80));
@@ -202,7 +217,9 @@ struct Source {
       throw Error(ErrorKind::InvalidArgument, "input " + path + ": expected a .gguf or .safetensors file");
     }
   }
-  Shape shape(const std::string& n) const { return gguf ? gguf->tensor_infos.at(n).shape : st->info(n).second; }
+  Shape shape(const std::string& n) const {
+    return gguf ? gguf->tensor_infos.at(n).shape : st->info(n).second;
+  }
   std::string dtype_name(const std::string& n) const {
     return gguf ? std::string(ggml_dtype_name(gguf->tensor_infos.at(n).ggml_dtype))
                 : std::string(candle::dtype_name(st->info(n).first));
@@ -238,7 +255,8 @@ int run(const std::string& input, const std::string& output, const std::string& 
     if (!force) throw Error(ErrorKind::Io, "output " + output + " exists (--force replaces it)");
   }
   const fs::path out_dir = fs::absolute(output).parent_path();
-  if (!fs::is_directory(out_dir, ec)) throw Error(ErrorKind::Io, "output directory " + out_dir.string() + " not found");
+  if (!fs::is_directory(out_dir, ec))
+    throw Error(ErrorKind::Io, "output directory " + out_dir.string() + " not found");
   if (!ends_with(lower(output), ".gguf"))
     std::fprintf(stderr, "candle-quantize: note: %s has no .gguf extension\n", output.c_str());
 
@@ -249,8 +267,8 @@ int run(const std::string& input, const std::string& output, const std::string& 
   }
   Source src(input);
   const long n_layers = src.n_layers();
-  std::fprintf(stderr, "%s: %zu tensors, %ld layers; quantizing to %s\n", input.c_str(), src.names.size(), n_layers,
-               target.name.c_str());
+  std::fprintf(stderr, "%s: %zu tensors, %ld layers; quantizing to %s\n", input.c_str(), src.names.size(),
+               n_layers, target.name.c_str());
 
   gguf_file::MetadataList meta;
   if (src.gguf)
@@ -269,16 +287,18 @@ int run(const std::string& input, const std::string& output, const std::string& 
     GgmlDType t = type_for(name, shape, target, n_layers);
     if (src.is_quantized(name) && !allow_requantize) {
       if (src.gguf->tensor_infos.at(name).ggml_dtype != t)
-        throw Error(ErrorKind::InvalidArgument, "tensor " + name + " is already " + src.dtype_name(name) +
-                                                    " (--allow-requantize dequantizes and quantizes it again)");
+        throw Error(ErrorKind::InvalidArgument,
+                    "tensor " + name + " is already " + src.dtype_name(name) +
+                        " (--allow-requantize dequantizes and quantizes it again)");
     }
     Tensor x = src.load_f32(name);
     std::optional<QTensor> q;
     auto im = imatrix.find(name);
     if (im != imatrix.end() && ggml_is_quantized(t)) {
       if (im->second.size() != shape.dims().back())
-        throw Error(ErrorKind::ShapeMismatch, "imatrix entry " + name + " has " + std::to_string(im->second.size()) +
-                                                  " values, the tensor's rows " + std::to_string(shape.dims().back()));
+        throw Error(ErrorKind::ShapeMismatch,
+                    "imatrix entry " + name + " has " + std::to_string(im->second.size()) +
+                        " values, the tensor's rows " + std::to_string(shape.dims().back()));
       q = QTensor::quantize_imatrix(x, im->second, t);
     } else {
       q = QTensor::quantize(x, t);
@@ -309,8 +329,9 @@ int main(int argc, char** argv) {
   size_t threads = 0;
   app.add_option("input", input, "model: .gguf or .safetensors")->required();
   app.add_option("output", output, "the GGUF file to write")->required();
-  app.add_option("type", type, "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs f16 bf16 f32, "
-                                "or the mixes q4_k_m q5_k_m q4_k_s q5_k_s")
+  app.add_option("type", type,
+                 "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs f16 bf16 f32, "
+                 "or the mixes q4_k_m q5_k_m q4_k_s q5_k_s")
       ->required();
   app.add_option("--imatrix", imatrix, "importance matrix: llama-imatrix's .dat or .gguf");
   app.add_flag("--allow-requantize", allow_requantize, "accept tensors that are already quantized");

@@ -1,0 +1,165 @@
+// candle-quantize as a user runs it: a small llama-shaped f16 safetensors model to GGUF files of
+// plain types and of llama.cpp's Q4_K_M mix; the bytes are QTensor::quantize's, the output is
+// kept unless --force, and llama.cpp's reader accepts the file.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unordered_map>
+
+#include "candle/candle.h"
+#include "candle/quantized/gguf_file.h"
+#include "candle/quantized/quantized.h"
+#include "models/program_util.h"
+#include "quantized/gguf_test_util.h"
+
+using namespace candle;
+using namespace candle::quantized;
+namespace fs = std::filesystem;
+using candle::test_models::program;
+using candle::test_models::run;
+
+namespace {
+
+constexpr size_t kLayers = 8, kDim = 256;
+
+// a llama-shaped model with Hugging Face's names, f16
+std::unordered_map<std::string, Tensor> tiny_llama() {
+  std::unordered_map<std::string, Tensor> t;
+  Device cpu = Device::cpu();
+  cpu.set_seed(3);
+  auto w = [&](size_t rows, size_t cols) {
+    return Tensor::randn(0.f, 0.5f, {rows, cols}, cpu).to_dtype(DType::F16);
+  };
+  for (size_t l = 0; l < kLayers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    t.emplace(p + "self_attn.q_proj.weight", w(kDim, kDim));
+    t.emplace(p + "self_attn.v_proj.weight", w(kDim / 2, kDim));
+    t.emplace(p + "mlp.down_proj.weight", w(kDim, 2 * kDim));
+    t.emplace(p + "input_layernorm.weight", Tensor::ones({kDim}, DType::F16, cpu));
+  }
+  t.emplace("model.embed_tokens.weight", w(64, kDim));
+  t.emplace("lm_head.weight", w(64, kDim));
+  t.emplace("model.norm.weight", Tensor::ones({kDim}, DType::F16, cpu));
+  return t;
+}
+
+struct QuantizeFixture : ::testing::Test {
+  fs::path dir, input;
+  fs::path exe = program("candle-quantize");
+  void SetUp() override {
+    if (exe.empty()) GTEST_SKIP() << "candle-quantize is not built";
+    dir = fs::temp_directory_path() / ("candle-quantize-test-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir);
+    input = dir / "model.safetensors";
+    safetensors::save(tiny_llama(), input.string());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+  std::string cmd(const fs::path& out, const std::string& type, const std::string& extra = "") const {
+    return exe.string() + " " + input.string() + " " + out.string() + " " + type + " " + extra;
+  }
+};
+
+GgmlDType type_of(const gguf_file::Content& c, const std::string& name) {
+  return c.tensor_infos.at(name).ggml_dtype;
+}
+
+}  // namespace
+
+TEST_F(QuantizeFixture, Q4KMFollowsLlamaCppsMix) {
+  const fs::path out = dir / "q4km.gguf";
+  auto r = run(cmd(out, "Q4_K_M"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("[   1/"), std::string::npos) << r.err;  // progress per tensor
+  auto c = gguf_file::Content::read(out.string());
+  EXPECT_EQ(c.get("general.file_type").to_u32(), 15u);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  EXPECT_EQ(c.tensor_infos.size(), kLayers * 4 + 3);
+  // the "more bits" layers of 8: 0 (first eighth), 3 ((3 - 1) % 3 == 2), 6, 7 (last eighth)
+  for (size_t l = 0; l < kLayers; ++l) {
+    const bool more = l == 0 || l == 3 || l == 6 || l == 7;
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    EXPECT_EQ(type_of(c, p + "self_attn.v_proj.weight"), more ? GgmlDType::Q6K : GgmlDType::Q4K) << l;
+    EXPECT_EQ(type_of(c, p + "mlp.down_proj.weight"), more ? GgmlDType::Q6K : GgmlDType::Q4K) << l;
+    EXPECT_EQ(type_of(c, p + "self_attn.q_proj.weight"), GgmlDType::Q4K) << l;
+    EXPECT_EQ(type_of(c, p + "input_layernorm.weight"), GgmlDType::F32) << l;
+  }
+  EXPECT_EQ(type_of(c, "lm_head.weight"), GgmlDType::Q6K);
+  EXPECT_EQ(type_of(c, "model.embed_tokens.weight"), GgmlDType::Q4K);
+}
+
+TEST_F(QuantizeFixture, BytesAreQTensorQuantizes) {
+  const fs::path out = dir / "q8.gguf";
+  auto r = run(cmd(out, "q8_0"));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto c = gguf_file::Content::read(out.string());
+  auto src = tiny_llama();
+  const std::string name = "model.layers.2.mlp.down_proj.weight";
+  QTensor want = QTensor::quantize(src.at(name).to_dtype(DType::F32), GgmlDType::Q8_0);
+  QTensor got = c.tensor(name);
+  ASSERT_EQ(got.dtype(), GgmlDType::Q8_0);
+  ASSERT_EQ(got.shape(), Shape({kDim, 2 * kDim}));
+  EXPECT_TRUE(std::equal(want.data().begin(), want.data().end(), got.data().begin(), got.data().end()));
+  EXPECT_EQ(type_of(c, "lm_head.weight"), GgmlDType::Q8_0);  // q8_0 asked: the output stays q8_0
+}
+
+TEST_F(QuantizeFixture, AnExistingOutputIsKeptUnlessForced) {
+  const fs::path out = dir / "out.gguf";
+  { std::ofstream(out) << "precious"; }
+  auto r = run(cmd(out, "q4_0"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+  EXPECT_EQ(fs::file_size(out), 8u);
+  r = run(cmd(out, "q4_0", "--force"));
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_GT(fs::file_size(out), 8u);
+  r = run(exe.string() + " " + input.string() + " " + input.string() + " q4_0 --force");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("the output is the input"), std::string::npos) << r.err;
+}
+
+TEST_F(QuantizeFixture, BadArgumentsAreClearErrors) {
+  auto r = run(cmd(dir / "x.gguf", "q9_9"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("unknown type 'q9_9'"), std::string::npos) << r.err;
+  r = run(exe.string() + " " + (dir / "missing.safetensors").string() + " " + (dir / "x.gguf").string() +
+          " q4_0");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  r = run(cmd(dir / "nodir" / "x.gguf", "q4_0"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("directory"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.gguf"));
+}
+
+TEST_F(QuantizeFixture, RequantizingAGgufNeedsTheFlag) {
+  const fs::path q = dir / "q.gguf", q2 = dir / "q2.gguf";
+  ASSERT_EQ(run(cmd(q, "q8_0")).rc, 0);
+  auto r = run(exe.string() + " " + q.string() + " " + q2.string() + " q4_0");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--allow-requantize"), std::string::npos) << r.err;
+  r = run(exe.string() + " " + q.string() + " " + q2.string() + " q4_0 --allow-requantize");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(type_of(gguf_file::Content::read(q2.string()), "model.layers.1.mlp.down_proj.weight"),
+            GgmlDType::Q4_0);
+}
+
+TEST_F(QuantizeFixture, LlamaCppReadsTheOutput) {
+  const std::string script = candle::quantized::test::source_path("tools/gguf_interop.py");
+  const std::string lib = candle::quantized::test::source_path(
+      "tools/peers/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so");
+  if (std::system("python3 -c 'import ctypes' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "python3 is not available";
+  if (!fs::exists(lib))
+    GTEST_SKIP() << "llama.cpp's libggml-base.so is not installed (run tools/install-deps.sh)";
+  const fs::path out = dir / "q4km.gguf";
+  ASSERT_EQ(run(cmd(out, "q4_k_m")).rc, 0);
+  auto r = run("python3 '" + script + "' accepts '" + out.string() + "'", true);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("ok"), std::string::npos) << r.out << r.err;
+}
