@@ -651,6 +651,7 @@ class Unpickler {
     if (items.size() > kMaxRank)
       fail(std::string(what) + " has " + std::to_string(items.size()) + " dimensions (at most 64)");
     std::vector<uint64_t> out;
+    out.reserve(items.size());
     for (const Ref& d : items) out.push_back(non_negative(d, what));
     return out;
   }

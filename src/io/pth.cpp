@@ -319,7 +319,9 @@ Tensor PthTensors::Impl::make(size_t info_index, const Device& device) const {
         switch (conv) {
           case Convert::Copy: std::memcpy(q + j * out_size, p, esize); break;
           case Convert::Int8ToI16: {
-            auto v = static_cast<int16_t>(static_cast<int8_t>(static_cast<uint8_t>(*p)));
+            // two's complement: the byte's value as int8
+            const int u = static_cast<int>(static_cast<uint8_t>(*p));
+            auto v = static_cast<int16_t>(u >= 128 ? u - 256 : u);
             std::memcpy(q + j * 2, &v, 2);
             break;
           }
