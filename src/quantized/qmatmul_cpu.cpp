@@ -206,15 +206,29 @@ const char* qmm_isa_name(QmmIsa isa) {
   }
 }
 
-bool qmm_isa_supported(QmmIsa isa) {
+namespace {
+bool isa_supported_uncached(QmmIsa isa) {
   switch (isa) {
     case QmmIsa::Scalar: return true;
     case QmmIsa::Avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case QmmIsa::Avx512:
-      return qmm_isa_supported(QmmIsa::Avx2) && __builtin_cpu_supports("avx512f") &&
+      return isa_supported_uncached(QmmIsa::Avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+}  // namespace
+
+// read once (cpuid is slow under a hypervisor, and every call checks)
+bool qmm_isa_supported(QmmIsa isa) {
+  static const bool avx2 = isa_supported_uncached(QmmIsa::Avx2);
+  static const bool avx512 = isa_supported_uncached(QmmIsa::Avx512);
+  switch (isa) {
+    case QmmIsa::Scalar: return true;
+    case QmmIsa::Avx2: return avx2;
+    case QmmIsa::Avx512: return avx512;
   }
   return false;
 }
