@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -216,6 +217,27 @@ TEST_P(QMatMulCpu, EveryIsaGivesTheScalarBits) {
       EXPECT_TRUE(same_bits(run(t, w.data(), n, k, x, m, isa), ref))
           << ggml_dtype_name(t) << " " << qmm_isa_name(isa) << " n=" << n << " k=" << k << " m=" << m;
   }
+}
+
+// the activations' SIMD quantizers give the scalar one's quants: blocks of zeros, a largest
+// magnitude met as +a and -a (the first one sets the sign), values on the rounding ties, a NaN
+// and an infinity (their blocks' outputs are NaN or 0 alike), tiny values
+TEST_P(QMatMulCpu, EdgeActivationsGiveTheScalarBits) {
+  const GgmlDType t = GetParam();
+  const size_t n = 9, k = 1024, m = 2;
+  auto w = random_weights(t, n, k, 31);
+  auto x = random_floats(m * k, 32);
+  for (size_t i = 0; i < 256; ++i) x[i] = 0.f;   // block 0 of row 0: zeros
+  x[300] = -1e3f, x[301] = 1e3f, x[400] = 1e3f;  // block 1: -1e3 first, then +1e3
+  for (size_t i = 512; i < 544; ++i) x[i] = 0.5f * static_cast<float>(i - 527) * (127.f / 254.f);
+  x[544] = 127.f / 16.f;                               // block 2: quotients near .5
+  x[800] = std::numeric_limits<float>::quiet_NaN();    // block 3: a NaN
+  x[k + 10] = std::numeric_limits<float>::infinity();  // row 1, block 0: an infinity
+  for (size_t i = k + 256; i < k + 512; ++i) x[i] = 1e-30f * static_cast<float>(i % 7);
+  auto ref = run(t, w.data(), n, k, x, m, QmmIsa::Scalar);
+  for (QmmIsa isa : isas_here())
+    EXPECT_TRUE(same_bits(run(t, w.data(), n, k, x, m, isa), ref))
+        << ggml_dtype_name(t) << " " << qmm_isa_name(isa);
 }
 
 TEST_P(QMatMulCpu, BitsDoNotDependOnThreadsOrM) {
