@@ -77,13 +77,18 @@ int8_t quant8(float v) {
   return static_cast<int8_t>(v);
 }
 
-// Q8_0 / Q8_1 form: d = amax / 127 per 32, q = round(x / d) (ties to even)
+// The Q8_0 / Q8_1 activation scale as ggml stores it (f16), so that a product gives llama.cpp's and
+// candle's numbers (the quants themselves use the f32 scale, as ggml's do).
+inline float f16_scale(float d) { return static_cast<float>(candle::f16(d)); }
+
+// Q8_0 / Q8_1 form: d = amax / 127 per 32 (kept at f16 precision), q = round(x * 127 / amax)
+// (ties to even)
 void quantize_row_32(const float* x, size_t k, int8_t* q, float* d) {
   for (size_t b = 0; b < k / 32; ++b) {
     const float* xb = x + 32 * b;
     float amax = 0.f;
     for (int l = 0; l < 32; ++l) amax = std::max(amax, std::fabs(xb[l]));
-    d[b] = amax / 127.f;
+    d[b] = f16_scale(amax / 127.f);
     const float id = amax > 0.f ? 127.f / amax : 0.f;
     for (int l = 0; l < 32; ++l) q[32 * b + l] = quant8(xb[l] * id);
   }
@@ -156,7 +161,7 @@ QMM_ACT_TARGET void quantize_row_avx2(const float* x, size_t k, size_t qk, int8_
   if (qk == 32) {
     for (size_t b = 0; b < k / 32; ++b) {
       const float amax = amax_avx2(x + 32 * b, 32);
-      d[b] = amax / 127.f;
+      d[b] = f16_scale(amax / 127.f);
       const float id = amax > 0.f ? 127.f / amax : 0.f;
       quant32_avx2(x + 32 * b, id, q + 32 * b, s16 + 2 * b);
     }

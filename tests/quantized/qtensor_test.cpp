@@ -108,3 +108,51 @@ TEST(QMatMul, ShapeErrorsNameTheDims) {
   }
   EXPECT_THROW(QMatMul::from_qtensor(QTensor::quantize(arange_f32(64, {64}), GgmlDType::Q8_0)), Error);
 }
+
+namespace {
+std::vector<std::vector<float>> rounded(const Tensor& t) {
+  auto v = t.to_vec2<float>();
+  for (auto& row : v)
+    for (float& x : row) x = std::round(x);
+  return v;
+}
+}  // namespace
+
+// candle's quantized_matmul (quantized_tests.rs), CPU numbers: Q4_0 weights, Q8_0 activations
+TEST(QMatMul, Q4_0GivesCandlesCpuNumbers) {
+  Tensor lhs = arange_f32(3 * 64, {3, 64}), rhs = arange_f32(4 * 64, {4, 64});
+  QMatMul mm = QMatMul::from_qtensor(QTensor::quantize(rhs, GgmlDType::Q4_0));
+  const std::vector<std::vector<float>> expect = {{85120, 214562, 345455, 474748},
+                                                  {213475, 604465, 1000686, 1388317},
+                                                  {341876, 994283, 1655709, 2301518}};
+  EXPECT_EQ(rounded(mm.forward(lhs)), expect);
+}
+
+// candle's quantized_matmul_neg
+TEST(QMatMul, Q4_0WithNegativeValuesGivesCandlesCpuNumbers) {
+  std::vector<float> l(3 * 64), r(4 * 64);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = static_cast<float>(i) - 3.f * 64 / 2;
+  for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<float>(i) - 4.f * 64 / 3;
+  Tensor lhs = Tensor::from_vec(l, {3, 64}, Device::cpu()), rhs = Tensor::from_vec(r, {4, 64}, Device::cpu());
+  QMatMul mm = QMatMul::from_qtensor(QTensor::quantize(rhs, GgmlDType::Q4_0));
+  const std::vector<std::vector<float>> expect = {
+      {243524, -19596, -285051, -549815}, {23777, 21651, 19398, 18367}, {-196472, 63012, 324585, 587902}};
+  Tensor res = mm.forward(lhs);
+  EXPECT_EQ(rounded(res), expect);
+  // a batch of two gives each row's numbers again
+  Tensor res2 = mm.forward(Tensor::stack({lhs, lhs}, 0)).narrow(0, 1, 1).squeeze(0);
+  EXPECT_EQ(res2.to_vec2<float>(), res.to_vec2<float>());
+}
+
+// candle's qmm_batch: Q2K rows give the same bits whatever the batch they are in
+TEST(QMatMul, RowsDoNotDependOnTheBatch) {
+  Tensor lhs = Tensor::randn(0.f, 1.f, {2, 256}, Device::cpu());
+  QMatMul mm = QMatMul::from_qtensor(
+      QTensor::quantize(Tensor::randn(0.f, 1.f, {6, 256}, Device::cpu()), GgmlDType::Q2K));
+  Tensor a = mm.forward(lhs);
+  ASSERT_EQ(a.shape(), Shape({2, 6}));
+  Tensor lhs4 = Tensor::cat({lhs, lhs, lhs, lhs, lhs, lhs}, 0);
+  Tensor b = mm.forward(lhs4);
+  ASSERT_EQ(b.shape(), Shape({12, 6}));
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(b.narrow(0, 2 * i, 2).to_vec2<float>(), a.to_vec2<float>()) << i;
+}
