@@ -1,5 +1,5 @@
 // candle-make-random-llama's GGUF files as llama.cpp runs them: a tiny random llama (2 layers,
-// dim 64, vocab 300) in f16, q8_0, q4_0 and q4_k_m is loaded by libllama (tools/llama_run.py over
+// dim 256, vocab 300) in f16, q8_0, q4_0 and q4_k_m is loaded by libllama (tools/llama_run.py over
 // the prebuilt peer) and evaluated to finite logits over the whole vocabulary; q8_0's logits are
 // f16's within quantization error. The file itself: llama.cpp's names and metadata, the synthetic
 // vocabulary, llama-quantize's per-tensor types, and the same bytes for the same seed.
@@ -41,7 +41,7 @@ struct RandomLlamaFixture : ::testing::Test {
   fs::path make(const std::string& type, const std::string& extra = "") {
     const fs::path out = dir / ("tiny_" + type + ".gguf");
     auto r = run(exe.string() + " '" + out.string() +
-                 "' --shape custom --layers 2 --dim 64 --ffn 128 --heads 4 "
+                 "' --shape custom --layers 2 --dim 256 --ffn 512 --heads 4 "
                  "--kv-heads 2 --vocab 300 --seed 7 --force --type " +
                  type + " " + extra);
     EXPECT_EQ(r.rc, 0) << r.err;
@@ -72,9 +72,9 @@ TEST_F(RandomLlamaFixture, TheFileHasLlamaCppsLayout) {
   const auto c = gguf_file::Content::read(make("q4_k_m").string());
   EXPECT_EQ(c.get("general.architecture").to_string(), "llama");
   EXPECT_EQ(c.get("llama.block_count").to_u32(), 2u);
-  EXPECT_EQ(c.get("llama.embedding_length").to_u32(), 64u);
+  EXPECT_EQ(c.get("llama.embedding_length").to_u32(), 256u);
   EXPECT_EQ(c.get("llama.attention.head_count_kv").to_u32(), 2u);
-  EXPECT_EQ(c.get("llama.rope.dimension_count").to_u32(), 16u);
+  EXPECT_EQ(c.get("llama.rope.dimension_count").to_u32(), 64u);
   EXPECT_EQ(c.get("general.file_type").to_u32(), 15u);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
   const auto& tokens = c.get("tokenizer.ggml.tokens").to_vec();
   ASSERT_EQ(tokens.size(), 300u);
@@ -92,14 +92,17 @@ TEST_F(RandomLlamaFixture, TheFileHasLlamaCppsLayout) {
   EXPECT_EQ(unique.size(), 300u);
   EXPECT_EQ(c.tensor_infos.size(), 1 + 2 * 9 + 2u);
   // ne[] = [n_in, n_out]: candle's shape [n_out, n_in]
-  EXPECT_EQ(c.tensor_infos.at("blk.1.attn_k.weight").shape.dims(), (std::vector<size_t>{32, 64}));
-  EXPECT_EQ(c.tensor_infos.at("blk.0.ffn_down.weight").shape.dims(), (std::vector<size_t>{64, 128}));
-  // llama-quantize's Q4_K_M choices for rows of 64 / 128 (not whole 256 super-blocks)
-  EXPECT_EQ(c.tensor_infos.at("blk.0.attn_q.weight").ggml_dtype, GgmlDType::Q5_0);
-  // attn_v: layer 1 is one of the _M mix's "more bits" layers (q6_k, whose fallback is q8_0), layer 0 not
-  EXPECT_EQ(c.tensor_infos.at("blk.0.attn_v.weight").ggml_dtype, GgmlDType::Q5_0);
-  EXPECT_EQ(c.tensor_infos.at("blk.1.attn_v.weight").ggml_dtype, GgmlDType::Q8_0);
-  EXPECT_EQ(c.tensor_infos.at("output.weight").ggml_dtype, GgmlDType::Q8_0);
+  EXPECT_EQ(c.tensor_infos.at("blk.1.attn_k.weight").shape.dims(), (std::vector<size_t>{128, 256}));
+  EXPECT_EQ(c.tensor_infos.at("blk.0.ffn_down.weight").shape.dims(), (std::vector<size_t>{256, 512}));
+  // llama-quantize's Q4_K_M choices: q4_k, and q6_k for the output and for attn_v / ffn_down of
+  // the _M mix's "more bits" layers (of 2 layers: layer 1)
+  EXPECT_EQ(c.tensor_infos.at("blk.0.attn_q.weight").ggml_dtype, GgmlDType::Q4K);
+  EXPECT_EQ(c.tensor_infos.at("token_embd.weight").ggml_dtype, GgmlDType::Q4K);
+  EXPECT_EQ(c.tensor_infos.at("blk.0.attn_v.weight").ggml_dtype, GgmlDType::Q4K);
+  EXPECT_EQ(c.tensor_infos.at("blk.1.attn_v.weight").ggml_dtype, GgmlDType::Q6K);
+  EXPECT_EQ(c.tensor_infos.at("blk.0.ffn_down.weight").ggml_dtype, GgmlDType::Q4K);
+  EXPECT_EQ(c.tensor_infos.at("blk.1.ffn_down.weight").ggml_dtype, GgmlDType::Q6K);
+  EXPECT_EQ(c.tensor_infos.at("output.weight").ggml_dtype, GgmlDType::Q6K);
   EXPECT_EQ(c.tensor_infos.at("output_norm.weight").ggml_dtype, GgmlDType::F32);
 }
 
