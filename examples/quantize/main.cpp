@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "candle/candle.h"
+#include "candle/quantized/ftype_mix.h"
 #include "candle/quantized/gguf_file.h"
 #include "candle/quantized/quantized.h"
 
@@ -35,113 +36,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// a target: the base block type, and whether it is one of llama.cpp's K-quant mixes
-struct Target {
-  GgmlDType base;
-  bool mix_m = false;      // _M: attn_v / ffn_down of some layers in q6_k
-  uint32_t file_type = 0;  // llama.cpp's general.file_type (LLAMA_FTYPE_*)
-  std::string name;
-};
-
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
 }
 
-Target parse_target(const std::string& arg) {
-  // llama.cpp's LLAMA_FTYPE_MOSTLY_* numbers, written as general.file_type
-  static const std::map<std::string, Target> targets = {
-      {"f32", {GgmlDType::F32, false, 0, "F32"}},
-      {"f16", {GgmlDType::F16, false, 1, "F16"}},
-      {"bf16", {GgmlDType::BF16, false, 32, "BF16"}},
-      {"q4_0", {GgmlDType::Q4_0, false, 2, "Q4_0"}},
-      {"q4_1", {GgmlDType::Q4_1, false, 3, "Q4_1"}},
-      {"q8_0", {GgmlDType::Q8_0, false, 7, "Q8_0"}},
-      {"q5_0", {GgmlDType::Q5_0, false, 8, "Q5_0"}},
-      {"q5_1", {GgmlDType::Q5_1, false, 9, "Q5_1"}},
-      {"q2_k", {GgmlDType::Q2K, false, 10, "Q2_K"}},
-      {"q3_k", {GgmlDType::Q3K, false, 11, "Q3_K_S"}},
-      {"q3_k_s", {GgmlDType::Q3K, false, 11, "Q3_K_S"}},
-      {"q4_k", {GgmlDType::Q4K, false, 14, "Q4_K_S"}},
-      {"q4_k_s", {GgmlDType::Q4K, false, 14, "Q4_K_S"}},
-      {"q4_k_m", {GgmlDType::Q4K, true, 15, "Q4_K_M"}},
-      {"q5_k", {GgmlDType::Q5K, false, 16, "Q5_K_S"}},
-      {"q5_k_s", {GgmlDType::Q5K, false, 16, "Q5_K_S"}},
-      {"q5_k_m", {GgmlDType::Q5K, true, 17, "Q5_K_M"}},
-      {"q6_k", {GgmlDType::Q6K, false, 18, "Q6_K"}},
-      {"iq4_nl", {GgmlDType::IQ4_NL, false, 25, "IQ4_NL"}},
-      {"iq4_xs", {GgmlDType::IQ4_XS, false, 30, "IQ4_XS"}},
-  };
-  auto it = targets.find(lower(arg));
-  if (it == targets.end()) {
-    std::string known;
-    for (const auto& [k, v] : targets) known += (known.empty() ? "" : " ") + k;
-    throw Error(ErrorKind::InvalidArgument,
-                "unknown type '" + arg.substr(0, 40) + "' (known: " + known + ")");
-  }
-  return it->second;
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// the layer index of a GGUF ("blk.N.") or Hugging Face ("layers.N.") tensor name, or -1
-long layer_of(const std::string& name) {
-  for (const char* p : {"blk.", "layers.", "h."}) {
-    auto at = name.find(p);
-    if (at == std::string::npos || (at > 0 && name[at - 1] != '.')) continue;
-    size_t i = at + std::char_traits<char>::length(p), j = i;
-    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
-    if (j > i && j < name.size() && name[j] == '.') return std::stol(name.substr(i, j - i));
-  }
-  return -1;
-}
-
-// llama.cpp's "more bits" layers of the _M mixes: the first and last eighth, and every third between
-bool use_more_bits(long layer, long n_layers) {
-  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
-}
-
-// the type of one tensor under `target`, following llama-quantize's choices for the types here
-// (llama_tensor_get_type's rules for these mixes, as documented by its behaviour)
-GgmlDType type_for(const std::string& name, const Shape& shape, const Target& target, long n_layers) {
-  const bool matrix = shape.rank() == 2 && ends_with(name, "weight");
-  if (!matrix || !ggml_is_quantized(target.base)) return matrix ? target.base : GgmlDType::F32;
-  GgmlDType t = target.base;
-  // the output projection: q6_k (q8_0 when its rows are not whole super-blocks) unless q8_0 was asked
-  const bool output = name == "output.weight" || name == "lm_head.weight";
-  if (output && t != GgmlDType::Q8_0)
-    return shape.dims().back() % ggml_block_size(GgmlDType::Q6K) == 0 ? GgmlDType::Q6K : GgmlDType::Q8_0;
-  const long layer = layer_of(name);
-  const bool attn_v = contains(name, "attn_v.") || contains(name, "v_proj.");
-  const bool ffn_down = contains(name, "ffn_down") || contains(name, "down_proj.");
-  const bool attn_qkv = contains(name, "attn_qkv.") || contains(name, "qkv_proj.");
-  if (target.mix_m) {
-    if ((attn_v || ffn_down) && layer >= 0 && n_layers > 0 && use_more_bits(layer, n_layers))
-      t = GgmlDType::Q6K;
-    if (attn_qkv) t = target.base == GgmlDType::Q4K ? GgmlDType::Q5K : GgmlDType::Q6K;
-  } else if (target.base == GgmlDType::Q4K && ffn_down && layer >= 0 && layer < n_layers / 8) {
-    t = GgmlDType::Q5K;  // Q4_K_S: the first eighth of ffn_down
-  }
-  // a row the super-block does not divide: llama.cpp's fallbacks
-  const size_t row = shape.dims().back();
-  if (row % ggml_block_size(t) != 0) {
-    switch (t) {
-      case GgmlDType::Q2K:
-      case GgmlDType::Q3K:
-      case GgmlDType::IQ4_XS: t = GgmlDType::IQ4_NL; break;
-      case GgmlDType::Q4K: t = GgmlDType::Q5_0; break;
-      case GgmlDType::Q5K: t = GgmlDType::Q5_1; break;
-      case GgmlDType::Q6K: t = GgmlDType::Q8_0; break;
-      default: break;
-    }
-    if (row % ggml_block_size(t) != 0) t = GgmlDType::F16;
-  }
-  return t;
-}
-
 // An importance matrix: llama-imatrix's legacy .dat (entries of name, calls, values summed over
 // calls) or its GGUF form (<name>.in_sum2 and <name>.counts tensors); values per column.
 std::map<std::string, std::vector<float>> read_imatrix(const std::string& path) {
@@ -240,14 +142,14 @@ struct Source {
       for (const auto& [k, v] : gguf->metadata)
         if (ends_with(k, ".block_count")) return static_cast<long>(v.to_u64());
     long n = -1;
-    for (const auto& name : names) n = std::max(n, layer_of(name));
+    for (const auto& name : names) n = std::max(n, tensor_layer_index(name));
     return n + 1;
   }
 };
 
 int run(const std::string& input, const std::string& output, const std::string& type_arg,
         const std::string& imatrix_path, bool allow_requantize, bool force) {
-  const Target target = parse_target(type_arg);
+  const FileType target = parse_file_type(type_arg);
   std::error_code ec;
   if (!fs::is_regular_file(input, ec)) throw Error(ErrorKind::Io, "input " + input + " not found");
   if (fs::exists(output, ec)) {
@@ -284,7 +186,7 @@ int run(const std::string& input, const std::string& output, const std::string& 
   for (const auto& name : src.names) {
     ++i;
     const Shape shape = src.shape(name);
-    GgmlDType t = type_for(name, shape, target, n_layers);
+    GgmlDType t = tensor_type_for(name, shape, target, n_layers);
     if (src.is_quantized(name) && !allow_requantize) {
       if (src.gguf->tensor_infos.at(name).ggml_dtype != t)
         throw Error(ErrorKind::InvalidArgument,
