@@ -163,3 +163,41 @@ TEST_F(QuantizeFixture, LlamaCppReadsTheOutput) {
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("ok"), std::string::npos) << r.out << r.err;
 }
+
+// --imatrix with llama-imatrix's legacy .dat: per entry the name, the call count and the values
+// summed over the calls; the tensor's blocks are QTensor::quantize_imatrix's with sums / calls.
+TEST_F(QuantizeFixture, ImatrixDatWeightsTheQuantizer) {
+  const std::string name = "model.layers.1.self_attn.q_proj.weight";
+  std::vector<float> sums(kDim);
+  for (size_t i = 0; i < kDim; ++i) sums[i] = i % 5 == 0 ? 40.f : 0.5f;
+  const int32_t calls = 4;
+  const fs::path dat = dir / "imatrix.dat";
+  {
+    std::ofstream f(dat, std::ios::binary);
+    auto put = [&](int32_t v) { f.write(reinterpret_cast<const char*>(&v), 4); };
+    put(1);
+    put(static_cast<int32_t>(name.size()));
+    f.write(name.data(), static_cast<std::streamsize>(name.size()));
+    put(calls);
+    put(static_cast<int32_t>(kDim));
+    f.write(reinterpret_cast<const char*>(sums.data()), static_cast<std::streamsize>(kDim * 4));
+  }
+  const fs::path out = dir / "im.gguf", plain = dir / "plain.gguf";
+  auto r = run(cmd(out, "q4_k", "--imatrix " + dat.string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("(imatrix)"), std::string::npos) << r.err;
+  ASSERT_EQ(run(cmd(plain, "q4_k")).rc, 0);
+  std::vector<float> mean(kDim);
+  for (size_t i = 0; i < kDim; ++i) mean[i] = sums[i] / calls;
+  QTensor want = QTensor::quantize_imatrix(tiny_llama().at(name).to_dtype(DType::F32), mean, GgmlDType::Q4K);
+  auto c = gguf_file::Content::read(out.string());
+  QTensor got = c.tensor(name);
+  EXPECT_TRUE(std::equal(want.data().begin(), want.data().end(), got.data().begin(), got.data().end()));
+  QTensor unweighted = gguf_file::Content::read(plain.string()).tensor(name);
+  EXPECT_FALSE(std::equal(unweighted.data().begin(), unweighted.data().end(), got.data().begin()));
+  // a truncated imatrix is an error naming the file
+  fs::resize_file(dat, 20);
+  r = run(cmd(dir / "bad.gguf", "q4_k", "--imatrix " + dat.string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("imatrix.dat"), std::string::npos) << r.err;
+}
