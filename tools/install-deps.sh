@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages candle-cpp builds and tests with (only the missing ones).
 set -euo pipefail
 pkgs=(g++ cmake ninja-build ccache pkg-config libopenblas-openmp-dev zlib1g-dev nlohmann-json3-dev
-      libcli11-dev libpng-dev libjpeg62-turbo-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy
+      libcli11-dev libpng-dev libjpeg62-turbo-dev libgtest-dev libgmock-dev libpcre2-dev libicu-dev libbenchmark-dev clang-format clang-tidy
       clang libclang-rt-14-dev libomp-dev python3
       libvulkan-dev glslang-tools mesa-vulkan-drivers
       dataset-fashion-mnist)
