@@ -27,12 +27,14 @@ std::string byte_token(uint8_t b) {
 struct VocabBase : Model {
   Vocab vocab;
   std::unordered_map<uint32_t, std::string> reverse;
+  std::vector<const std::string*> dense;  // reverse as an array, when the ids are dense enough
   std::optional<uint32_t> token_to_id(std::string_view t) const override {
     auto it = vocab.find(t);
     if (it == vocab.end()) return std::nullopt;
     return it->second;
   }
   const std::string* id_to_token(uint32_t id) const override {
+    if (!dense.empty()) return id < dense.size() ? dense[id] : nullptr;
     auto it = reverse.find(id);
     return it == reverse.end() ? nullptr : &it->second;
   }
@@ -49,6 +51,13 @@ struct VocabBase : Model {
     for (auto it = v.begin(); it != v.end(); ++it) add(it.key(), get_u32(it.value(), where), where);
   }
   std::optional<uint32_t> find(std::string_view s) const { return token_to_id(s); }
+  void finish() {
+    uint32_t max_id = 0;
+    for (auto& [id, t] : reverse) max_id = std::max(max_id, id);
+    if (reverse.empty() || max_id > 2 * reverse.size() + 1024) return;
+    dense.assign(size_t{max_id} + 1, nullptr);
+    for (auto& [id, t] : reverse) dense[id] = &t;
+  }
 };
 
 // ---- BPE ------------------------------------------------------------------------------------------
@@ -72,18 +81,20 @@ struct Bpe final : VocabBase {
 
   void tokenize(std::string_view w, std::vector<Tok>& out) const override {
     if (w.empty()) return;
-    if (ignore_merges) {
-      if (auto id = find(w)) {
-        out.push_back(Tok{*id, 0, w.size()});
-        return;
-      }
-    }
     const bool cacheable = w.size() <= kCacheMaxLen;
     if (cacheable) {
       std::lock_guard<std::mutex> lk(cache_mu);
       auto it = cache.find(w);
       if (it != cache.end()) {
         out.insert(out.end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    const size_t start = out.size();
+    if (ignore_merges) {
+      if (auto id = find(w)) {
+        out.push_back(Tok{*id, 0, w.size()});
+        remember(w, out, start, cacheable);
         return;
       }
     }
@@ -169,18 +180,20 @@ struct Bpe final : VocabBase {
       consider(a.prev);
       consider(c.pos);
     }
-    const size_t start = out.size();
     for (const Sym& s : syms)
       if (s.alive) out.push_back(Tok{s.id, s.b, s.e});
-    if (cacheable) {
-      std::lock_guard<std::mutex> lk(cache_mu);
-      if (cache.size() >= kCacheEntries) cache.clear();
-      cache.emplace(std::string(w), std::vector<Tok>(out.begin() + static_cast<ptrdiff_t>(start), out.end()));
-    }
+    remember(w, out, start, cacheable);
+  }
+
+  void remember(std::string_view w, const std::vector<Tok>& out, size_t start, bool cacheable) const {
+    if (!cacheable) return;
+    std::lock_guard<std::mutex> lk(cache_mu);
+    if (cache.size() >= kCacheEntries) cache.clear();
+    cache.emplace(std::string(w), std::vector<Tok>(out.begin() + static_cast<ptrdiff_t>(start), out.end()));
   }
 };
 
-std::unique_ptr<Model> make_bpe(const json& j) {
+std::unique_ptr<VocabBase> make_bpe(const json& j) {
   const char* w = "model BPE";
   auto m = std::make_unique<Bpe>();
   m->read_dict(field(j, "vocab", w), w);
@@ -263,7 +276,7 @@ struct WordPiece final : VocabBase {
   }
 };
 
-std::unique_ptr<Model> make_wordpiece(const json& j) {
+std::unique_ptr<VocabBase> make_wordpiece(const json& j) {
   const char* w = "model WordPiece";
   auto m = std::make_unique<WordPiece>();
   m->read_dict(field(j, "vocab", w), w);
@@ -351,7 +364,7 @@ struct Unigram final : VocabBase {
   }
 };
 
-std::unique_ptr<Model> make_unigram(const json& j) {
+std::unique_ptr<VocabBase> make_unigram(const json& j) {
   const char* w = "model Unigram";
   auto m = std::make_unique<Unigram>();
   const json& v = field(j, "vocab", w);
@@ -398,9 +411,17 @@ std::unique_ptr<Model> make_model(const json& j) {
     else if (j.contains("vocab") && j["vocab"].is_array())
       type = "Unigram";
   }
-  if (type == "BPE") return make_bpe(j);
-  if (type == "WordPiece") return make_wordpiece(j);
-  if (type == "Unigram") return make_unigram(j);
+  std::unique_ptr<VocabBase> m;
+  if (type == "BPE")
+    m = make_bpe(j);
+  else if (type == "WordPiece")
+    m = make_wordpiece(j);
+  else if (type == "Unigram")
+    m = make_unigram(j);
+  if (m) {
+    m->finish();
+    return m;
+  }
   throw Error(ErrorKind::UnsupportedOp, "tokenizer.json: unsupported model type '" + excerpt(type) + "'");
 }
 

@@ -126,16 +126,16 @@ struct Bert final : Normalizer {
       in = map_chars(in, [](uint32_t cp, std::string_view bytes, std::string& rep) {
         if (cp == 0 || cp == 0xFFFD || is_control(cp)) return;
         if (is_whitespace(cp))
-          rep = " ";
+          rep.push_back(' ');
         else
           rep.assign(bytes);
       });
     if (chinese)
       in = map_chars(in, [](uint32_t cp, std::string_view bytes, std::string& rep) {
         if (is_cjk(cp)) {
-          rep = " ";
+          rep.push_back(' ');
           rep.append(bytes);
-          rep += " ";
+          rep.push_back(' ');
         } else {
           rep.assign(bytes);
         }

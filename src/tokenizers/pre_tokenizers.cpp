@@ -63,7 +63,12 @@ struct ByteLevel final : PreTokenizer {
         NString m;
         m.s.reserve(q.s.size() * 2);
         m.align.reserve(q.s.size() * 2);
-        for (size_t i = 0; i < q.s.size(); ++i) m.append(byte_char(static_cast<uint8_t>(q.s[i])), q.align[i]);
+        for (size_t i = 0; i < q.s.size(); ++i) {
+          const std::string& c = byte_char(static_cast<uint8_t>(q.s[i]));
+          m.s += c;
+          m.align.push_back(q.align[i]);
+          if (c.size() == 2) m.align.push_back(q.align[i]);
+        }
         q = std::move(m);
       }
       return parts;

@@ -230,6 +230,14 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
     s.replace(pos, from.size(), to);
 }
 
+std::string prefixed_with_space(const std::string& t) {
+  std::string out;
+  out.reserve(t.size() + 1);
+  out.push_back(' ');
+  out.append(t);
+  return out;
+}
+
 struct WordPieceDec final : Decoder {
   std::string prefix = "##";
   bool cleanup = true;
@@ -240,7 +248,7 @@ struct WordPieceDec final : Decoder {
         if (t.compare(0, prefix.size(), prefix) == 0)
           t.erase(0, prefix.size());
         else
-          t.insert(0, " ");
+          t = prefixed_with_space(t);
       }
       if (cleanup) {
         replace_all(t, " .", ".");

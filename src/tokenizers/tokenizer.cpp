@@ -19,6 +19,15 @@ void Encoding::push(uint32_t id, std::string token, Offsets offsets, uint32_t ty
   attention_mask_.push_back(1);
 }
 
+void Encoding::reserve(size_t n) {
+  ids_.reserve(n);
+  tokens_.reserve(n);
+  offsets_.reserve(n);
+  type_ids_.reserve(n);
+  special_tokens_mask_.reserve(n);
+  attention_mask_.reserve(n);
+}
+
 namespace {
 
 // Added tokens matched leftmost-longest through a byte trie.
@@ -157,6 +166,7 @@ struct TokenizerImpl {
       split_added(n, normalized_matcher, splits);
     }
     Encoding enc;
+    enc.reserve(text.size() / 3 + 4);
     std::vector<NString> pieces;
     std::vector<Tok> toks;
     for (Split& sp : splits) {

@@ -39,6 +39,7 @@ class Encoding {
   bool is_empty() const { return ids_.empty(); }
 
   void push(uint32_t id, std::string token, Offsets offsets, uint32_t type_id, bool special);
+  void reserve(size_t n);
 
  private:
   std::vector<uint32_t> ids_, type_ids_;
