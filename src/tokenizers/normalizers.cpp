@@ -1,5 +1,9 @@
 // Normalizers: NFC, NFD, NFKC, NFKD, Lowercase, Strip, Replace, Prepend, BertNormalizer, Sequence.
+#include <unicode/ubrk.h>
 #include <unicode/unorm2.h>
+#include <unicode/utext.h>
+
+#include <cstring>
 
 #include "internal.h"
 
@@ -151,6 +155,125 @@ struct Bert final : Normalizer {
   }
 };
 
+std::string base64_decode(const std::string& in, const char* where) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve(in.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=') break;
+    if (c == '\n' || c == '\r') continue;
+    const int v = val(c);
+    if (v < 0) bad(std::string(where) + ": not base64");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+// SentencePiece's precompiled charsmap: a little-endian u32 with the trie's size in bytes, the
+// double-array trie (darts-clone units, u32 each), then the NUL-terminated replacement strings.
+struct Precompiled final : Normalizer {
+  std::vector<uint32_t> units;
+  std::string strings;
+
+  // The replacement of the shortest key that prefixes s (what HF's normalizer takes), if any.
+  std::optional<std::string_view> transform(std::string_view s) const {
+    auto offset = [](uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); };
+    if (units.empty()) return std::nullopt;
+    size_t pos = offset(units[0]);
+    for (size_t i = 0; i < s.size(); ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c == 0) break;
+      pos ^= c;
+      if (pos >= units.size()) return std::nullopt;
+      const uint32_t u = units[pos];
+      if ((u & ((1u << 31) | 0xFF)) != c) return std::nullopt;
+      pos ^= offset(u);
+      if (pos >= units.size()) return std::nullopt;
+      if ((u >> 8) & 1) {
+        const size_t v = units[pos] & 0x7FFFFFFFu;
+        if (v >= strings.size()) return std::nullopt;
+        const size_t end = strings.find('\0', v);
+        return std::string_view(strings).substr(v, (end == std::string::npos ? strings.size() : end) - v);
+      }
+    }
+    return std::nullopt;
+  }
+
+  NString normalize(NString in) const override {
+    if (in.empty()) return in;
+    // grapheme clusters through ICU's character break iterator, on the UTF-8 text itself
+    UErrorCode err = U_ZERO_ERROR;
+    UText* ut = utext_openUTF8(nullptr, in.s.data(), static_cast<int64_t>(in.s.size()), &err);
+    UBreakIterator* bi = ubrk_open(UBRK_CHARACTER, "", nullptr, 0, &err);
+    if (U_SUCCESS(err)) ubrk_setUText(bi, ut, &err);
+    if (U_FAILURE(err)) {
+      ubrk_close(bi);
+      utext_close(ut);
+      throw Error(ErrorKind::Internal, "tokenizers: ICU break iterator unavailable");
+    }
+    NString out;
+    const std::string_view s = in.s;
+    for (int32_t b = ubrk_first(bi), e = ubrk_next(bi); e != UBRK_DONE; b = e, e = ubrk_next(bi)) {
+      const auto gb = static_cast<size_t>(b), ge = static_cast<size_t>(e);
+      if (ge - gb < 6) {
+        if (auto rep = transform(s.substr(gb, ge - gb))) {
+          out.append(*rep, in.span_of(gb, ge));
+          continue;
+        }
+      }
+      for (size_t i = gb; i < ge;) {
+        const size_t l = utf8_len(static_cast<unsigned char>(s[i]));
+        if (auto rep = transform(s.substr(i, l)))
+          out.append(*rep, in.char_span(i, l));
+        else
+          out.append(s.substr(i, l), in.char_span(i, l));
+        i += l;
+      }
+    }
+    ubrk_close(bi);
+    utext_close(ut);
+    return out;
+  }
+};
+
+std::unique_ptr<Normalizer> make_precompiled(const json& j) {
+  const char* w = "normalizer Precompiled";
+  const std::string blob = base64_decode(get_string(j, "precompiled_charsmap", w, {}, true), w);
+  auto p = std::make_unique<Precompiled>();
+  if (blob.empty()) return p;
+  if (blob.size() < 4) bad("normalizer Precompiled: the charsmap is shorter than its header");
+  uint32_t trie_bytes = 0;
+  for (int k = 3; k >= 0; --k)
+    trie_bytes = (trie_bytes << 8) | static_cast<unsigned char>(blob[static_cast<size_t>(k)]);
+  if (trie_bytes % 4 != 0 || trie_bytes > blob.size() - 4)
+    bad("normalizer Precompiled: the trie size " + std::to_string(trie_bytes) + " does not fit the charsmap");
+  p->units.resize(trie_bytes / 4);
+  for (size_t i = 0; i < p->units.size(); ++i) {
+    uint32_t u = 0;
+    for (int k = 3; k >= 0; --k)
+      u = (u << 8) | static_cast<unsigned char>(blob[4 + i * 4 + static_cast<size_t>(k)]);
+    p->units[i] = u;
+  }
+  p->strings = blob.substr(4 + trie_bytes);
+  if (utf8_first_invalid(p->strings) != std::string::npos)
+    bad("normalizer Precompiled: the replacement strings are not UTF-8");
+  return p;
+}
+
 struct Sequence final : Normalizer {
   std::vector<std::unique_ptr<Normalizer>> items;
   NString normalize(NString in) const override {
@@ -196,6 +319,7 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j) {
     b->strip_accents = get_bool(j, "strip_accents", w, b->lowercase);
     return b;
   }
+  if (type == "Precompiled") return make_precompiled(j);
   if (type == "Sequence") {
     auto s = std::make_unique<Sequence>();
     const json& items = field(j, "normalizers", w);

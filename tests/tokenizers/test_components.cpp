@@ -170,6 +170,49 @@ TEST(Normalizers, Bert) {
   EXPECT_EQ(normalized(b, "H\xC3\xA9llo\t\x01W\xE4\xB8\xAD"), "hello w \xE4\xB8\xAD ");
 }
 
+std::string base64(const std::string& bytes) {
+  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 2]);
+    out += abc[(v >> 18) & 63];
+    out += abc[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? abc[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? abc[v & 63] : '=';
+  }
+  return out;
+}
+
+TEST(Normalizers, PrecompiledCharsmap) {
+  // A hand-built double-array trie: 'a' -> "bb", 'c' -> "" (root offset 0; each key's node has
+  // its leaf flag and offset 1024, the leaf holds the string's position).
+  std::vector<uint32_t> units(1124, 0);
+  units['a'] = 'a' | (1u << 8) | (1024u << 10);
+  units['a' ^ 1024] = 0x80000000u | 0;
+  units['c'] = 'c' | (1u << 8) | (1024u << 10);
+  units['c' ^ 1024] = 0x80000000u | 3;
+  std::string blob;
+  auto put = [&](uint32_t v) {
+    for (int k = 0; k < 4; ++k) blob.push_back(static_cast<char>((v >> (8 * k)) & 0xFF));
+  };
+  put(static_cast<uint32_t>(units.size() * 4));
+  for (uint32_t u : units) put(u);
+  blob += std::string("bb\0\0", 4);
+  const json p = {{"type", "Precompiled"}, {"precompiled_charsmap", base64(blob)}};
+  EXPECT_EQ(normalized(p, "xacb"), "xbbb");
+  // a grapheme whose first character is a key is replaced whole, as HF's Precompiled does
+  EXPECT_EQ(normalized(p,
+                       "a\xCC\x81"
+                       "e\xCC\x81"),
+            "bbe\xCC\x81");
+  // a truncated charsmap is an error
+  EXPECT_THROW(
+      d::make_normalizer({{"type", "Precompiled"}, {"precompiled_charsmap", base64(blob.substr(0, 100))}}),
+      candle::Error);
+}
+
 // ---- pre-tokenizers -------------------------------------------------------------------------------
 TEST(PreTokenizers, SplitBehaviors) {
   auto split = [](const char* behavior, bool invert = false) {
