@@ -245,6 +245,7 @@ struct WordPiece final : VocabBase {
   uint32_t unk = 0;
   std::string prefix = "##";
   size_t max_chars = 100;
+  size_t max_token_bytes = 0;  // the longest token, less the prefix
   void tokenize(std::string_view w, std::vector<Tok>& out) const override {
     size_t chars = 0;
     for (size_t i = 0; i < w.size(); i += utf8_len(static_cast<unsigned char>(w[i]))) ++chars;
@@ -255,7 +256,9 @@ struct WordPiece final : VocabBase {
     const size_t start_out = out.size();
     std::string tmp;
     for (size_t start = 0; start < w.size();) {
-      size_t end = w.size();
+      // no candidate is longer than the longest token: a long word costs O(length x longest)
+      size_t end = std::min(w.size(), start + max_token_bytes);
+      while (end > start && end < w.size() && (static_cast<unsigned char>(w[end]) & 0xC0) == 0x80) --end;
       std::optional<uint32_t> hit;
       while (end > start) {
         tmp.clear();
@@ -286,16 +289,54 @@ std::unique_ptr<VocabBase> make_wordpiece(const json& j) {
   m->unk = *id;
   m->prefix = get_string(j, "continuing_subword_prefix", w, "##");
   if (j.contains("max_input_chars_per_word")) m->max_chars = get_u32(j["max_input_chars_per_word"], w);
+  for (auto& [t, id] : m->vocab) m->max_token_bytes = std::max(m->max_token_bytes, t.size());
   return m;
 }
 
 // ---- Unigram --------------------------------------------------------------------------------------
+// A byte trie over the pieces: the pieces that start at a position are found in one walk.
+struct PieceTrie {
+  struct Node {
+    std::vector<std::pair<unsigned char, uint32_t>> next;
+    int64_t id = -1;
+  };
+  std::vector<Node> nodes{1};
+  void add(std::string_view s, uint32_t id) {
+    uint32_t n = 0;
+    for (unsigned char c : s) {
+      uint32_t child = 0;
+      for (auto& [k, v] : nodes[n].next)
+        if (k == c) child = v;
+      if (!child) {
+        nodes.push_back(Node{});
+        child = static_cast<uint32_t>(nodes.size() - 1);
+        nodes[n].next.push_back({c, child});
+      }
+      n = child;
+    }
+    nodes[n].id = id;
+  }
+  // fn(end, id) for each piece that is a prefix of s[i..]
+  template <class Fn>
+  void prefixes(std::string_view s, size_t i, Fn&& fn) const {
+    uint32_t n = 0;
+    for (size_t k = i; k < s.size(); ++k) {
+      uint32_t child = 0;
+      for (auto& [c, v] : nodes[n].next)
+        if (c == static_cast<unsigned char>(s[k])) child = v;
+      if (!child) return;
+      n = child;
+      if (nodes[n].id >= 0) fn(k + 1, static_cast<uint32_t>(nodes[n].id));
+    }
+  }
+};
+
 struct Unigram final : VocabBase {
+  PieceTrie trie;
   std::vector<double> scores;
   std::optional<uint32_t> unk;
   bool byte_fallback = false;
   double unk_score = 0;
-  size_t max_piece_bytes = 0;
   std::array<int64_t, 256> byte_ids{};
 
   void tokenize(std::string_view w, std::vector<Tok>& out) const override {
@@ -309,16 +350,11 @@ struct Unigram final : VocabBase {
       const size_t cl = std::min(utf8_len(static_cast<unsigned char>(w[i])), n - i);
       if (best[i] != kNone) {
         bool single = false;
-        for (size_t e = i + cl;;) {
-          auto it = vocab.find(w.substr(i, e - i));
-          if (it != vocab.end()) {
-            const double s = best[i] + scores[it->second];
-            if (e == i + cl) single = true;
-            if (s > best[e]) best[e] = s, from[e] = i, via[e] = it->second;
-          }
-          if (e >= n || e - i >= max_piece_bytes) break;
-          e = std::min(n, e + utf8_len(static_cast<unsigned char>(w[e])));
-        }
+        trie.prefixes(w, i, [&](size_t e, uint32_t id) {
+          const double s = best[i] + scores[id];
+          if (e == i + cl) single = true;
+          if (s > best[e]) best[e] = s, from[e] = i, via[e] = id;
+        });
         if (!single) {
           const double s = best[i] + unk_score;
           if (s > best[i + cl]) best[i + cl] = s, from[i + cl] = i, via[i + cl] = -1;
@@ -364,6 +400,8 @@ struct Unigram final : VocabBase {
   }
 };
 
+constexpr size_t kMaxPieceBytes = 2048;
+
 std::unique_ptr<VocabBase> make_unigram(const json& j) {
   const char* w = "model Unigram";
   auto m = std::make_unique<Unigram>();
@@ -377,9 +415,14 @@ std::unique_ptr<VocabBase> make_unigram(const json& j) {
     const double s = e[1].get<double>();
     if (!std::isfinite(s)) bad("model Unigram: vocab entry " + std::to_string(i) + " has a non-finite score");
     std::string piece = e[0].get<std::string>();
-    m->max_piece_bytes = std::max(m->max_piece_bytes, piece.size());
+    // Viterbi walks the trie as deep as the longest piece from every position: bound it (SentencePiece
+    // itself trains pieces of at most 16 characters)
+    if (piece.size() > kMaxPieceBytes)
+      bad("model Unigram: vocab entry " + std::to_string(i) + " is longer than " +
+          std::to_string(kMaxPieceBytes) + " bytes");
     // A piece given twice keeps its last id (as HF's token_to_ids map does); both ids decode to it.
     m->reverse.emplace(static_cast<uint32_t>(i), piece);
+    m->trie.add(piece, static_cast<uint32_t>(i));  // a piece given twice keeps its last id here too
     m->vocab.insert_or_assign(std::move(piece), static_cast<uint32_t>(i));
     m->scores.push_back(s);
     min_score = std::min(min_score, s);

@@ -114,4 +114,31 @@ TEST(Hostile, HugeInputs) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
 }
 
+TEST(Hostile, LongWordsInWordPieceAndUnigramAreNotQuadratic) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string word(1 << 20, 'a');
+  const json wp = {{"model",
+                    {{"type", "WordPiece"},
+                     {"unk_token", "[UNK]"},
+                     {"max_input_chars_per_word", 2000000000},
+                     {"vocab", {{"[UNK]", 0}, {"a", 1}, {"##a", 2}, {"##" + std::string(300, 'a'), 3}}}}}};
+  const auto w = Tokenizer::from_string(wp.dump()).encode(word, false);
+  EXPECT_EQ(w.get_ids()[0], 1u);
+  EXPECT_EQ(w.get_ids()[1], 3u);
+  const json ug = {
+      {"model",
+       {{"type", "Unigram"},
+        {"unk_id", 0},
+        {"vocab", json::array({{"<unk>", 0.0}, {"a", -1.0}, {std::string(200, 'a') + "b", -1.0}})}}}};
+  const auto u = Tokenizer::from_string(ug.dump()).encode(word, false);
+  EXPECT_EQ(u.len(), word.size());
+  // pieces longer than 2048 bytes are refused: the walk from each position is bounded by them
+  const json long_piece = {{"model",
+                            {{"type", "Unigram"},
+                             {"unk_id", 0},
+                             {"vocab", json::array({{"<unk>", 0.0}, {std::string(3000, 'a'), -1.0}})}}}};
+  EXPECT_NE(error_of(long_piece.dump()).find("longer than 2048 bytes"), std::string::npos);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+}
+
 }  // namespace
