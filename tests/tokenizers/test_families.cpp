@@ -1,0 +1,56 @@
+// Each family's real tokenizer.json (from the npm peers in tools/peers) gives the ids and decoded text of
+// Hugging Face's JavaScript tokenizers on tests/data/tokenizers/corpus.json (tools/tokenizer_reference.mjs).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "candle/tokenizers/tokenizer.h"
+
+namespace {
+
+using candle::tokenizers::Tokenizer;
+using nlohmann::json;
+const std::filesystem::path kData = std::filesystem::path(CANDLE_TEST_DATA_DIR) / "tokenizers";
+const std::filesystem::path kRoot = std::filesystem::path(CANDLE_TEST_DATA_DIR).parent_path().parent_path();
+
+json read_json(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  return json::parse(f);
+}
+
+class Family : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Family, MatchesTheJavaScriptReference) {
+  const json expected = read_json(kData / ("expected_" + GetParam() + ".json"));
+  const json corpus = read_json(kData / "corpus.json");
+  const auto path = kRoot / expected["tokenizer"].get<std::string>();
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << path << " is missing: run tools/install-deps.sh, then node tools/tokenizer_reference.mjs";
+  const Tokenizer tok = Tokenizer::from_file(path.string());
+  const auto& lines = expected["lines"];
+  ASSERT_EQ(lines.size(), corpus.size());
+  size_t ok = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string text = corpus[i].get<std::string>();
+    const auto ids = lines[i]["ids"].get<std::vector<uint32_t>>();
+    const auto plain = lines[i]["ids_plain"].get<std::vector<uint32_t>>();
+    const auto got = tok.encode(text, true).get_ids();
+    const auto got_plain = tok.encode(text, false).get_ids();
+    const std::string dec = tok.decode(ids, false), dec_skip = tok.decode(ids, true);
+    EXPECT_EQ(got, ids) << GetParam() << " line " << i;
+    EXPECT_EQ(got_plain, plain) << GetParam() << " line " << i;
+    EXPECT_EQ(dec, lines[i]["decoded"].get<std::string>()) << GetParam() << " line " << i;
+    EXPECT_EQ(dec_skip, lines[i]["decoded_skip"].get<std::string>()) << GetParam() << " line " << i;
+    ok += got == ids && got_plain == plain && dec == lines[i]["decoded"] &&
+          dec_skip == lines[i]["decoded_skip"];
+  }
+  std::printf("%s: %zu / %zu corpus lines identical\n", GetParam().c_str(), ok, lines.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, Family,
+                         ::testing::Values("gpt2", "llama2", "llama3", "llama3_1", "qwen3", "gemma3",
+                                           "deepseek_v3", "gptoss", "tiny_wordpiece", "tiny_unigram"));
+
+}  // namespace
