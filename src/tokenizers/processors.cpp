@@ -183,7 +183,8 @@ struct FuseDec final : Decoder {
   void decode_chain(std::vector<std::string>& toks) const override {
     std::string all;
     for (auto& t : toks) all += t;
-    toks.assign(1, std::move(all));
+    toks.clear();
+    toks.push_back(std::move(all));
   }
 };
 

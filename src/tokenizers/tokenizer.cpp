@@ -298,6 +298,7 @@ std::string Tokenizer::decode(std::span<const uint32_t> ids, bool skip_special_t
 std::vector<std::string> Tokenizer::decode_batch(const std::vector<std::vector<uint32_t>>& ids,
                                                  bool skip_special_tokens) const {
   std::vector<std::string> out;
+  out.reserve(ids.size());
   for (const auto& v : ids) out.push_back(impl_->decode(v, skip_special_tokens));
   return out;
 }

@@ -320,7 +320,7 @@ struct MatchState {
   pcre2_match_data* data = nullptr;
   MatchState() {
     ctx = pcre2_match_context_create(nullptr);
-    stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    stack = pcre2_jit_stack_create(size_t{32} << 10, size_t{8} << 20, nullptr);
     if (ctx && stack) pcre2_jit_stack_assign(ctx, nullptr, stack);
     if (ctx) pcre2_set_match_limit(ctx, 50'000'000);
     data = pcre2_match_data_create(64, nullptr);
