@@ -41,17 +41,14 @@ std::string lower(std::string s) {
   return s;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 // An importance matrix: llama-imatrix's legacy .dat (entries of name, calls, values summed over
 // calls) or its GGUF form (<name>.in_sum2 and <name>.counts tensors); values per column.
 std::map<std::string, std::vector<float>> read_imatrix(const std::string& path) {
   std::map<std::string, std::vector<float>> out;
-  if (ends_with(lower(path), ".gguf")) {
+  if (lower(path).ends_with(".gguf")) {
     gguf_file::Content c = gguf_file::Content::read(path);
     for (const auto& [name, info] : c.tensor_infos) {
-      if (!ends_with(name, ".in_sum2")) continue;
+      if (!name.ends_with(".in_sum2")) continue;
       const std::string base = name.substr(0, name.size() - 8);
       auto sums = c.tensor(name).dequantize(candle::Device::cpu()).flatten_to_vec<float>();
       auto cit = c.tensor_infos.find(base + ".counts");
@@ -105,14 +102,14 @@ struct Source {
   std::vector<std::string> names;
 
   explicit Source(const std::string& path) {
-    if (ends_with(lower(path), ".gguf")) {
+    if (lower(path).ends_with(".gguf")) {
       gguf = gguf_file::Content::read(path);
       for (const auto& [n, info] : gguf->tensor_infos) names.push_back(n);
       // the file's order (by offset), as llama-quantize keeps it
       std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
         return gguf->tensor_infos.at(a).offset < gguf->tensor_infos.at(b).offset;
       });
-    } else if (ends_with(lower(path), ".safetensors")) {
+    } else if (lower(path).ends_with(".safetensors")) {
       st.emplace(path);
       names = st->names();
     } else {
@@ -140,7 +137,7 @@ struct Source {
   long n_layers() const {
     if (gguf)
       for (const auto& [k, v] : gguf->metadata)
-        if (ends_with(k, ".block_count")) return static_cast<long>(v.to_u64());
+        if (k.ends_with(".block_count")) return static_cast<long>(v.to_u64());
     long n = -1;
     for (const auto& name : names) n = std::max(n, tensor_layer_index(name));
     return n + 1;
@@ -159,7 +156,7 @@ int run(const std::string& input, const std::string& output, const std::string& 
   const fs::path out_dir = fs::absolute(output).parent_path();
   if (!fs::is_directory(out_dir, ec))
     throw Error(ErrorKind::Io, "output directory " + out_dir.string() + " not found");
-  if (!ends_with(lower(output), ".gguf"))
+  if (!lower(output).ends_with(".gguf"))
     std::fprintf(stderr, "candle-quantize: note: %s has no .gguf extension\n", output.c_str());
 
   std::map<std::string, std::vector<float>> imatrix;

@@ -22,6 +22,7 @@
 #include "io/host_bytes.h"
 #include "io/mmap.h"
 #include "io/safetensors_internal.h"
+#include "io/utf8.h"
 
 namespace candle {
 
@@ -291,43 +292,9 @@ std::unordered_map<std::string, Tensor> load_all(std::span<const std::byte> file
 
 // ---- writing -----------------------------------------------------------------------------
 
-bool valid_utf8(const std::string& s) {
-  size_t i = 0, n = s.size();
-  while (i < n) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    static constexpr uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += len;
-  }
-  return true;
-}
-
 // A JSON string literal as serde_json writes it (control characters escaped, UTF-8 kept).
 void append_json_string(std::string& out, const std::string& s, const char* what) {
-  if (!valid_utf8(s))
+  if (!io::valid_utf8(s))
     throw Error(ErrorKind::InvalidArgument, std::string("safetensors: ") + what + " is not valid UTF-8");
   out += '"';
   for (char ch : s) {

@@ -11,12 +11,13 @@
 
 #include "candle/error.h"
 #include "candle/quantized/ggml_dtype.h"
+#include "io/utf8.h"
 
 namespace candle::quantized::detail {
 
 // At most `max` bytes of `s`, non-printable bytes as \xNN, "..." marking a cut.
 std::string printable(std::string_view s, size_t max = 64);
-bool valid_utf8(std::string_view s);
+using candle::io::valid_utf8;
 // The GgmlDType of id `id`, or Error(UnsupportedOp / Parse) naming it: "unsupported type
 // iq2_xxs (id 16)", "type id 4 (q4_2) was removed from ggml", "unknown type id 99".
 GgmlDType ggml_dtype_of_id(uint32_t id, const std::string& where);

@@ -16,9 +16,6 @@ std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
 }
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // llama.cpp's "more bits" layers of the _M mixes: the first and last eighth, and every third between
@@ -74,7 +71,7 @@ long tensor_layer_index(const std::string& name) {
 }
 
 GgmlDType tensor_type_for(const std::string& name, const Shape& shape, const FileType& ft, long n_layers) {
-  const bool matrix = shape.rank() == 2 && ends_with(name, "weight");
+  const bool matrix = shape.rank() == 2 && name.ends_with("weight");
   if (!matrix || !ggml_is_quantized(ft.base)) return matrix ? ft.base : GgmlDType::F32;
   GgmlDType t = ft.base;
   // the output projection: q6_k (q8_0 when its rows are not whole super-blocks) unless q8_0 was asked

@@ -11,19 +11,13 @@ namespace candle::quantized {
 
 namespace {
 
-std::string shape_str(const Shape& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.rank(); ++i) r += (i ? ", " : "") + std::to_string(s.dims()[i]);
-  return r + "]";
-}
-
 // the bytes a tensor of `shape` takes in `dtype`: its rows (the last dim) whole blocks
 size_t qtensor_bytes(const Shape& shape, GgmlDType dtype) {
   if (shape.rank() == 0) throw Error(ErrorKind::ShapeMismatch, "a QTensor needs at least one dim");
   size_t row = shape.dims().back();
   size_t rows = shape.elem_count() / (row ? row : 1);
   size_t row_bytes =
-      with_context("QTensor of shape " + shape_str(shape), [&] { return ggml_row_bytes(dtype, row); });
+      with_context("QTensor of shape " + shape.to_string(), [&] { return ggml_row_bytes(dtype, row); });
   if (rows != 0 && row_bytes > SIZE_MAX / rows) throw Error(ErrorKind::InvalidArgument, "QTensor too large");
   return row_bytes * rows;
 }
@@ -43,7 +37,7 @@ QTensor QTensor::from_bytes(std::shared_ptr<const void> owner, std::span<const u
   size_t need = qtensor_bytes(shape, dtype);
   if (bytes.size() != need)
     throw Error(ErrorKind::InvalidArgument,
-                "a " + std::string(ggml_dtype_name(dtype)) + " QTensor of shape " + shape_str(shape) +
+                "a " + std::string(ggml_dtype_name(dtype)) + " QTensor of shape " + shape.to_string() +
                     " takes " + std::to_string(need) + " bytes, not " + std::to_string(bytes.size()));
   return QTensor(std::move(owner), bytes, std::move(shape), dtype, device);
 }
