@@ -89,6 +89,8 @@ Ggml load(const std::string& dir) {
   }
   void* best = nullptr;
   int best_score = 0;
+  // GGML_CPU_VARIANT=haswell (say) takes that variant instead of the best-scoring one
+  const char* forced = std::getenv("GGML_CPU_VARIANT");
   for (const char* v :
        {"x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "alderlake", "skylakex",
         "cannonlake", "cascadelake", "cooperlake", "icelake", "zen4", "sapphirerapids"}) {
@@ -96,6 +98,7 @@ Ggml load(const std::string& dir) {
     if (!lib) continue;
     auto score = reinterpret_cast<int (*)()>(dlsym(lib, "ggml_backend_score"));
     int s = score ? score() : 0;
+    if (forced && *forced) s = std::string(forced) == v && s > 0 ? 1 : 0;
     if (s > best_score) {
       best_score = s;
       best = lib;
