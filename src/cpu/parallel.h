@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <exception>
 
@@ -43,6 +44,45 @@ void parallel_for(size_t n, size_t grain, Fn&& fn) {
   if (err) std::rethrow_exception(err);
 #else
   (void)chunks;
+  fn(size_t{0}, n);
+#endif
+}
+
+// Calls fn(begin, end) on the chunks [c * chunk, min(n, (c + 1) * chunk)) of [0, n), handed to
+// the threads as they become free (an atomic counter), so a slow or preempted thread does not
+// hold the others up. Which thread computes a chunk varies from run to run: only for kernels
+// whose every output is computed by one call, from its inputs alone, in a fixed order (then the
+// bytes still do not depend on the schedule or the thread count). Exceptions propagate.
+template <typename Fn>
+void parallel_for_dynamic(size_t n, size_t chunk, Fn&& fn) {
+  if (n == 0) return;
+  chunk = std::max<size_t>(chunk, 1);
+  const size_t n_chunks = (n + chunk - 1) / chunk;
+  const size_t threads = std::min(get_num_threads(), n_chunks);
+#ifdef _OPENMP
+  if (threads <= 1 || omp_in_parallel()) {
+    fn(size_t{0}, n);
+    return;
+  }
+  std::exception_ptr err;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+#pragma omp parallel num_threads(static_cast <int>(threads))
+  {
+    for (size_t c = next.fetch_add(1, std::memory_order_relaxed); c < n_chunks && !failed.load();
+         c = next.fetch_add(1, std::memory_order_relaxed)) {
+      try {
+        fn(c * chunk, std::min(n, (c + 1) * chunk));
+      } catch (...) {
+#pragma omp critical(candle_parallel_for_error)
+        if (!err) err = std::current_exception();
+        failed.store(true);
+      }
+    }
+  }
+  if (err) std::rethrow_exception(err);
+#else
+  (void)threads;
   fn(size_t{0}, n);
 #endif
 }

@@ -358,10 +358,13 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
   quantize_acts(x, m, k, bs == 256 ? 256 : 32, buf, isa != QmmIsa::Scalar);
   const size_t row_bytes = ggml_row_bytes(t, k);
   const auto* wb = static_cast<const uint8_t*>(w);
-  // chunks of about 64 KiB of weights, at least one row unit
+  // chunks of weights taken by the threads as they free up (every output is one kernel call's, so
+  // the bits do not depend on who computes it): about 32 KiB for a decode; for m > 1 the kernels'
+  // slab (192 KiB, each slab passes over every activation row), at least one row unit
   const size_t unit_bytes = kRowUnit * row_bytes;
-  const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / unit_bytes);
-  cpu::parallel_for((n + kRowUnit - 1) / kRowUnit, grain, [&](size_t b, size_t e) {
+  const size_t chunk_bytes = m == 1 ? size_t{32} << 10 : size_t{192} << 10;
+  const size_t grain = std::max<size_t>(1, chunk_bytes / unit_bytes);
+  cpu::parallel_for_dynamic((n + kRowUnit - 1) / kRowUnit, grain, [&](size_t b, size_t e) {
     fn(wb, row_bytes, b * kRowUnit, std::min(n, e * kRowUnit), buf.acts, y, n);
   });
 }
