@@ -432,6 +432,25 @@ TEST(GgufHostile, AHugeVocabularyIsBoundedByTheFile) {
   EXPECT_ERROR(md, "uses a token missing");
 }
 
+// the fuzzer's seeds (tools/make-gguf-tokenizer-seeds.py): valid-* load and tokenize, hostile-* are refused
+TEST(GgufHostile, FuzzSeeds) {
+  const fs::path dir = kRoot / "tests" / "fuzz" / "corpus" / "gguf_tokenizer";
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    SCOPED_TRACE(name);
+    const gf::Content c = gf::Content::read(e.path().string());
+    if (name.rfind("valid-", 0) == 0) {
+      const Tokenizer tok = Tokenizer::from_gguf(c);
+      EXPECT_FALSE(tok.encode("ab ab", true).get_ids().empty());
+    } else {
+      EXPECT_THROW((void)Tokenizer::from_gguf(c), Error);
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 11u);
+}
+
 TEST(GgufTokenizerMetadata, UnsupportedTokenizersAreNamed) {
   ErrorKind k{};
   auto err = [&](const std::string& text) {
