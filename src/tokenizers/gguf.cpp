@@ -166,7 +166,11 @@ std::optional<uint32_t> find_id(const gf::Content& c, const char* key, size_t n)
       big = v->to_u64() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
       id = big ? -1 : static_cast<int64_t>(v->to_u64());
       break;
-    case gf::ValueType::I8: id = v->to_i8(); break;
+    case gf::ValueType::I8: {  // through its byte (clang-tidy's signed-char check)
+      const auto u = static_cast<uint8_t>(v->to_i8());
+      id = u < 128 ? int64_t{u} : int64_t{u} - 256;
+      break;
+    }
     case gf::ValueType::I16: id = v->to_i16(); break;
     case gf::ValueType::I32: id = v->to_i32(); break;
     case gf::ValueType::I64: id = v->to_i64(); break;

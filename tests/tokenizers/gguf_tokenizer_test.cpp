@@ -375,6 +375,12 @@ TEST(GgufHostile, LengthsAndIds) {
   EXPECT_ERROR(with(spm, "tokenizer.ggml.bos_token_id", uint32_t{13}),
                "tokenizer.ggml.bos_token_id is 13, not a token id");
   EXPECT_ERROR(with(spm, "tokenizer.ggml.eos_token_id", int32_t{-1}), "tokenizer.ggml.eos_token_id is -1");
+  EXPECT_ERROR(with(spm, "tokenizer.ggml.eos_token_id", int8_t{-5}), "tokenizer.ggml.eos_token_id is -5");
+  // any integer type that holds a token id is one
+  EXPECT_EQ(Tokenizer::from_gguf(content_of(with(spm, "tokenizer.ggml.bos_token_id", int8_t{2})))
+                .encode("a", true)
+                .get_ids(),
+            (std::vector<uint32_t>{2, 9}));
   EXPECT_ERROR(with(spm, "tokenizer.ggml.unknown_token_id", std::numeric_limits<uint64_t>::max()),
                "tokenizer.ggml.unknown_token_id is above 2^63");
   EXPECT_ERROR(with(spm, "tokenizer.ggml.padding_token_id", int64_t{1} << 40),
