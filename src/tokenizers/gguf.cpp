@@ -317,11 +317,14 @@ GgufPipeline detail::gguf_pipeline(const gf::Content& c) {
   }
   doc["post_processor"] = post;
   // control and user-defined tokens are the added tokens (matched in the raw text); control and
-  // unknown ones are special (skipped by decode(skip_special_tokens))
+  // unknown ones are special (skipped by decode(skip_special_tokens)). One that is empty or not
+  // valid UTF-8 stays a plain vocabulary token: matched in text it would split a character.
   json added = json::array();
   for (size_t i = 0; i < n; ++i) {
     const int32_t t = types[i];
-    if ((t != kControl && t != kUserDefined && t != kUnknown) || tokens[i].empty()) continue;
+    if ((t != kControl && t != kUserDefined && t != kUnknown) || tokens[i].empty() ||
+        utf8_first_invalid(tokens[i]) != std::string::npos)
+      continue;
     added.push_back(
         {{"id", i}, {"content", tokens[i]}, {"special", t != kUserDefined}, {"normalized", false}});
   }

@@ -429,6 +429,23 @@ TEST(GgufHostile, ModelsMergesAndPreTokenizers) {
   EXPECT_EQ(dup.decode(std::vector<uint32_t>{0, 7}, false), "aa");
 }
 
+// a control token that is not valid UTF-8 (a lone continuation byte) is not matched inside a character
+TEST(GgufHostile, ControlTokensThatAreNotUtf8AreNotAdded) {
+  gf::MetadataList md = tiny_spm();
+  md = with(md, "tokenizer.ggml.tokens",
+            strings({"<unk>", "\xA9", "</s>", "<0x41>", "<0xC3>", "<0xA9>", "\xE2\x96\x81", "a", "b",
+                     "\xE2\x96\x81"
+                     "a",
+                     "ab",
+                     "\xE2\x96\x81"
+                     "ab",
+                     "ba"}));
+  md = without(md, "tokenizer.ggml.bos_token_id");
+  md = with(md, "tokenizer.ggml.add_bos_token", false);
+  const Tokenizer tok = Tokenizer::from_gguf(content_of(md));
+  EXPECT_EQ(tok.encode("a\xC3\xA9", true).get_ids(), (std::vector<uint32_t>{9, 4, 5}));
+}
+
 TEST(GgufHostile, AHugeVocabularyIsBoundedByTheFile) {
   // a million (empty) tokens and a merge of tokens not among them: read, then rejected with a message
   gf::MetadataList md = tiny_bpe();
