@@ -339,6 +339,10 @@ namespace {
   throw Error(ErrorKind::UnsupportedOp, "GGUF tokenizer metadata: " + what);
 }
 
+[[noreturn]] void bad_config(const std::string& what) {
+  throw Error(ErrorKind::Parse, "tokenizer_config.json: " + what);
+}
+
 json parse_doc(std::string_view text, const char* what) {
   io::check_json_depth(text, 64, what);
   try {
@@ -363,7 +367,7 @@ std::optional<std::string> config_token(const json& conf, const char* key) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object() && v.contains("content") && v["content"].is_string())
     return v["content"].get<std::string>();
-  bad(std::string("tokenizer_config.json: ") + key + " is neither a string nor a token object");
+  bad_config(std::string(key) + " is neither a string nor a token object");
 }
 
 // The BOS / EOS ids a TemplateProcessing's single template puts around $A (in a Sequence too).
@@ -435,7 +439,7 @@ gf::MetadataList gguf_tokenizer_metadata(std::string_view tokenizer_json, std::s
   const json j = parse_doc(tokenizer_json, "tokenizer.json");
   const json conf = tokenizer_config.empty() ? json() : parse_doc(tokenizer_config, "tokenizer_config.json");
   if (!j.is_object()) bad("the top level is not an object");
-  if (!conf.is_null() && !conf.is_object()) bad("tokenizer_config.json: the top level is not an object");
+  if (!conf.is_null() && !conf.is_object()) bad_config("the top level is not an object");
   const json& m = field(j, "model", "tokenizer.json");
   if (!m.is_object()) bad("model is not an object");
   const std::string mtype = get_string(m, "type", "model", m.contains("merges") ? "BPE" : "");
@@ -516,13 +520,17 @@ gf::MetadataList gguf_tokenizer_metadata(std::string_view tokenizer_json, std::s
     }
   std::unordered_map<std::string, uint32_t> by_text;
   for (size_t i = 0; i < n; ++i) by_text.insert_or_assign(tokens[i], static_cast<uint32_t>(i));
-  auto id_of = [&](const std::string& t, const char* what) {
+  auto id_of = [&](const std::string& t, const char* what, bool config) {
     auto it = by_text.find(t);
-    if (it == by_text.end()) bad(std::string(what) + " '" + excerpt(t) + "' is not a token");
+    if (it == by_text.end()) {
+      const std::string msg = std::string(what) + " '" + excerpt(t) + "' is not a token";
+      if (config) bad_config(msg);
+      bad(msg);
+    }
     return it->second;
   };
   if (unk_name) {
-    unk = id_of(*unk_name, "model BPE: unk_token");
+    unk = id_of(*unk_name, "model BPE: unk_token", false);
     types[*unk] = kUnknown;
   }
 
@@ -549,16 +557,19 @@ gf::MetadataList gguf_tokenizer_metadata(std::string_view tokenizer_json, std::s
   std::optional<uint32_t> bos, eos, pad;
   template_bos_eos(opt("post_processor"), bos, eos);
   bool add_bos = bos.has_value(), add_eos = eos.has_value();
-  if (auto b = config_token(conf, "bos_token")) bos = id_of(*b, "tokenizer_config.json: bos_token");
-  if (auto e = config_token(conf, "eos_token")) eos = id_of(*e, "tokenizer_config.json: eos_token");
-  if (auto p = config_token(conf, "pad_token")) pad = id_of(*p, "tokenizer_config.json: pad_token");
+  if (auto b = config_token(conf, "bos_token")) bos = id_of(*b, "bos_token", true);
+  if (auto e = config_token(conf, "eos_token")) eos = id_of(*e, "eos_token", true);
+  if (auto p = config_token(conf, "pad_token")) pad = id_of(*p, "pad_token", true);
   // transformers rebuilds the template from these flags when it loads the tokenizer
-  if (conf.is_object() && conf.contains("add_bos_token"))
-    add_bos = get_bool(conf, "add_bos_token", "tokenizer_config.json", add_bos);
-  if (conf.is_object() && conf.contains("add_eos_token"))
-    add_eos = get_bool(conf, "add_eos_token", "tokenizer_config.json", add_eos);
-  if (add_bos && !bos) bad("tokenizer_config.json: add_bos_token is true but there is no bos_token");
-  if (add_eos && !eos) bad("tokenizer_config.json: add_eos_token is true but there is no eos_token");
+  auto config_flag = [&](const char* key, bool& flag) {
+    if (!conf.is_object() || !conf.contains(key) || conf[key].is_null()) return;
+    if (!conf[key].is_boolean()) bad_config(std::string(key) + " is not a boolean");
+    flag = conf[key].get<bool>();
+  };
+  config_flag("add_bos_token", add_bos);
+  config_flag("add_eos_token", add_eos);
+  if (add_bos && !bos) bad_config("add_bos_token is true but there is no bos_token");
+  if (add_eos && !eos) bad_config("add_eos_token is true but there is no eos_token");
   std::optional<std::string> chat_template;
   if (conf.is_object() && conf.contains("chat_template")) {
     const json& t = conf["chat_template"];
@@ -570,7 +581,7 @@ gf::MetadataList gguf_tokenizer_metadata(std::string_view tokenizer_json, std::s
             e["template"].is_string())
           chat_template = e["template"].get<std::string>();
     } else if (!t.is_null()) {
-      bad("tokenizer_config.json: chat_template is neither a string nor a list of named templates");
+      bad_config("chat_template is neither a string nor a list of named templates");
     }
   }
 

@@ -517,8 +517,9 @@ std::unique_ptr<Model> make_gguf_bpe(const std::vector<std::string>& tokens,
     const auto& [a, b] = merges[rank];
     auto ia = m->find(a), ib = m->find(b), ic = m->find(a + b);
     if (!ia || !ib || !ic)
-      bad(std::string(where) + ": merge " + std::to_string(rank) + " '" + excerpt(a) + " " + excerpt(b) +
-          "' uses a token missing from tokenizer.ggml.tokens");
+      throw Error(ErrorKind::Parse, "GGUF tokenizer: " + std::string(where) + ": merge " +
+                                        std::to_string(rank) + " '" + excerpt(a) + " " + excerpt(b) +
+                                        "' uses a token missing from tokenizer.ggml.tokens");
     // a pair given twice keeps its first (lowest) rank
     m->merges.emplace((static_cast<uint64_t>(*ia) << 32) | *ib,
                       std::make_pair(static_cast<uint32_t>(rank), *ic));

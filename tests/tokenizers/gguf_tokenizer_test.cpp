@@ -496,6 +496,33 @@ TEST(GgufTokenizerMetadata, UnsupportedTokenizersAreNamed) {
                 R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true}})")
                 .find("sparse"),
             std::string::npos);
+  const std::string gpt2_like =
+      R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},)"
+      R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,)"
+      R"("use_regex":true}})";
+  auto err_config = [&](const std::string& config) {
+    try {
+      (void)candle::tokenizers::gguf_tokenizer_metadata(gpt2_like, config);
+    } catch (const Error& e) {
+      k = e.kind();
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(err_config(R"({"bos_token": "a", "add_bos_token": true})"), "no error");
+  EXPECT_NE(
+      err_config(R"({"bos_token": "<s>"})").find("tokenizer_config.json: bos_token '<s>' is not a token"),
+      std::string::npos);
+  EXPECT_EQ(k, ErrorKind::Parse);
+  EXPECT_NE(err_config(R"({"add_bos_token": true})").find("add_bos_token is true but there is no bos_token"),
+            std::string::npos);
+  EXPECT_NE(
+      err_config(R"({"add_eos_token": 1})").find("tokenizer_config.json: add_eos_token is not a boolean"),
+      std::string::npos);
+  EXPECT_NE(err_config(R"({"eos_token": 5})").find("eos_token is neither a string nor a token object"),
+            std::string::npos);
+  EXPECT_NE(err_config("[1]").find("tokenizer_config.json: the top level is not an object"),
+            std::string::npos);
   EXPECT_NE(err("{").find("not valid JSON"), std::string::npos);
   EXPECT_EQ(k, ErrorKind::Parse);
 }
