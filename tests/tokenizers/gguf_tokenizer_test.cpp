@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "candle/error.h"
@@ -67,7 +68,9 @@ Loaded& load(const std::string& family) {
   if (!fs::exists(l.path)) return l;
   l.json_tok = Tokenizer::from_file(l.path.string());
   l.md = candle::tokenizers::gguf_tokenizer_metadata_from_file(l.path.string());
-  const fs::path file = fs::temp_directory_path() / ("candle_gguf_tok_" + family + ".gguf");
+  // a name of its own: ctest runs the tests of one family in parallel processes
+  const fs::path file = fs::temp_directory_path() / ("candle_gguf_tok_" + family + "_" +
+                                                     std::to_string(std::random_device{}()) + ".gguf");
   gf::write(file.string(), l.md, {});
   const gf::Content c = gf::Content::read(file.string());
   l.gguf_tok = Tokenizer::from_gguf(c);
