@@ -4,13 +4,15 @@
 //
 //   candle-make-random-llama OUTPUT [--shape tiny|tinyllama|llama7b|custom] [--type TYPE]
 //       [--layers N] [--dim N] [--ffn N] [--heads N] [--kv-heads N] [--vocab N] [--ctx N]
-//       [--seed S] [--threads N] [--force]
+//       [--seed S] [--threads N] [--force] [--tokenizer tokenizer.json [--tokenizer-config CONFIG]]
 //
 // TYPE is a candle-quantize type (f32 f16 bf16 q4_0 q8_0 q4_k_m ...; include/candle/quantized/
 // ftype_mix.h): the per-tensor mix is llama-quantize's, norms stay f32. Weights are normal with
 // std 0.02 (norms 1), drawn from a counter-seeded generator: the same seed and shape give the
 // same file whatever the thread count. The vocabulary is <unk> <s> </s>, the 256 byte tokens
-// <0x00>..<0xFF>, then unique pieces "▁a" "a" "▁b" ... "▁ab" "ab" ... up to --vocab.
+// <0x00>..<0xFF>, then unique pieces "▁a" "a" "▁b" ... "▁ab" "ab" ... up to --vocab; --tokenizer
+// writes that tokenizer.json's tokenizer instead (include/candle/tokenizers/gguf.h; and the chat
+// template, BOS / EOS of a tokenizer_config.json) and its vocabulary size is the model's.
 //
 // Memory: tensors are generated and quantized one at a time (the f32 values of one tensor at a
 // time), but the GGUF writer takes all quantized tensors at once, so the whole output is held in
@@ -32,6 +34,9 @@
 #include "candle/quantized/ftype_mix.h"
 #include "candle/quantized/gguf_file.h"
 #include "candle/quantized/quantized.h"
+#ifdef CANDLE_HAVE_TOKENIZERS
+#include "candle/tokenizers/gguf.h"
+#endif
 
 using candle::Error;
 using candle::ErrorKind;
@@ -146,7 +151,9 @@ std::string dims_str(const Shape& s) {
   return d;
 }
 
-int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uint64_t seed, bool force) {
+// tokenizer: the tokenizer.* metadata to write; empty for the synthetic vocabulary
+int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uint64_t seed, bool force,
+        candle::quantized::gguf_file::MetadataList tokenizer) {
   if (sh.layers == 0 || sh.dim == 0 || sh.ffn == 0 || sh.heads == 0 || sh.kv_heads == 0 || sh.ctx == 0)
     throw Error(ErrorKind::InvalidArgument,
                 "--layers, --dim, --ffn, --heads, --kv-heads and --ctx must be > 0");
@@ -201,7 +208,6 @@ int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uin
       output.c_str(), sh.name.c_str(), sh.layers, sh.dim, sh.ffn, sh.heads, sh.kv_heads, sh.vocab, sh.ctx,
       static_cast<double>(n_params) * 1e-6, ft.name.c_str(), static_cast<double>(out_bytes) / (1ull << 30));
 
-  Vocab vocab = make_vocab(sh.vocab);
   using gguf_file::Value;
   using gguf_file::ValueType;
   gguf_file::MetadataList meta;
@@ -219,15 +225,20 @@ int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uin
   meta.emplace_back("llama.vocab_size", static_cast<uint32_t>(sh.vocab));
   meta.emplace_back("general.file_type", ft.file_type);
   meta.emplace_back("general.quantization_version", uint32_t{2});
-  meta.emplace_back("tokenizer.ggml.model", "llama");
-  meta.emplace_back("tokenizer.ggml.tokens", Value::array(ValueType::String, std::move(vocab.tokens)));
-  meta.emplace_back("tokenizer.ggml.scores", Value::array(ValueType::F32, std::move(vocab.scores)));
-  meta.emplace_back("tokenizer.ggml.token_type", Value::array(ValueType::I32, std::move(vocab.types)));
-  meta.emplace_back("tokenizer.ggml.unknown_token_id", uint32_t{0});
-  meta.emplace_back("tokenizer.ggml.bos_token_id", uint32_t{1});
-  meta.emplace_back("tokenizer.ggml.eos_token_id", uint32_t{2});
-  meta.emplace_back("tokenizer.ggml.add_bos_token", true);
-  meta.emplace_back("tokenizer.ggml.add_eos_token", false);
+  if (tokenizer.empty()) {
+    Vocab vocab = make_vocab(sh.vocab);
+    meta.emplace_back("tokenizer.ggml.model", "llama");
+    meta.emplace_back("tokenizer.ggml.tokens", Value::array(ValueType::String, std::move(vocab.tokens)));
+    meta.emplace_back("tokenizer.ggml.scores", Value::array(ValueType::F32, std::move(vocab.scores)));
+    meta.emplace_back("tokenizer.ggml.token_type", Value::array(ValueType::I32, std::move(vocab.types)));
+    meta.emplace_back("tokenizer.ggml.unknown_token_id", uint32_t{0});
+    meta.emplace_back("tokenizer.ggml.bos_token_id", uint32_t{1});
+    meta.emplace_back("tokenizer.ggml.eos_token_id", uint32_t{2});
+    meta.emplace_back("tokenizer.ggml.add_bos_token", true);
+    meta.emplace_back("tokenizer.ggml.add_eos_token", false);
+  } else {
+    for (auto& kv : tokenizer) meta.push_back(std::move(kv));
+  }
 
   const size_t threads = std::max<size_t>(1, candle::get_num_threads());
   gguf_file::TensorList tensors;
@@ -258,7 +269,7 @@ int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uin
 
 int main(int argc, char** argv) {
   CLI::App app{"candle-make-random-llama: a llama-architecture GGUF model of random weights"};
-  std::string output, shape_name = "tiny", type = "f16";
+  std::string output, shape_name = "tiny", type = "f16", tokenizer_path, tokenizer_config;
   size_t layers = 0, dim = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0, threads = 0;
   uint64_t seed = 0;
   bool force = false;
@@ -277,6 +288,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed (default 0)");
   app.add_option("--threads", threads, "CPU threads (default: CANDLE_NUM_THREADS or all cores)");
   app.add_flag("--force", force, "replace OUTPUT when it exists");
+  app.add_option("--tokenizer", tokenizer_path,
+                 "a tokenizer.json to carry (its vocabulary size is the model's)");
+  app.add_option("--tokenizer-config", tokenizer_config,
+                 "its tokenizer_config.json (chat template, BOS / EOS)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads) candle::set_num_threads(threads);
@@ -289,7 +304,22 @@ int main(int argc, char** argv) {
     if (vocab) sh.vocab = vocab;
     if (ctx) sh.ctx = ctx;
     if (shape_name == "custom") sh.name = "custom";
-    return run(output, sh, parse_file_type(type), seed, force);
+    candle::quantized::gguf_file::MetadataList tokenizer;
+    if (!tokenizer_path.empty()) {
+#ifdef CANDLE_HAVE_TOKENIZERS
+      tokenizer = candle::tokenizers::gguf_tokenizer_metadata_from_file(tokenizer_path, tokenizer_config);
+      for (const auto& [k, v] : tokenizer)
+        if (k == "tokenizer.ggml.tokens") sh.vocab = v.to_vec().size();
+      if (vocab && vocab != sh.vocab)
+        throw Error(ErrorKind::InvalidArgument, "--vocab " + std::to_string(vocab) + " differs from the " +
+                                                    std::to_string(sh.vocab) + " tokens of --tokenizer");
+#else
+      throw Error(ErrorKind::UnsupportedOp, "--tokenizer: this build has no candle::tokenizers");
+#endif
+    } else if (!tokenizer_config.empty()) {
+      throw Error(ErrorKind::InvalidArgument, "--tokenizer-config needs --tokenizer");
+    }
+    return run(output, sh, parse_file_type(type), seed, force, std::move(tokenizer));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "candle-make-random-llama: error: %s\n", e.what());
     return 1;

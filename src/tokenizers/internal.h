@@ -14,6 +14,10 @@
 #include "candle/error.h"
 #include "candle/tokenizers/tokenizer.h"
 
+namespace candle::quantized::gguf_file {
+class Content;
+}
+
 namespace candle::tokenizers::detail {
 
 using json = nlohmann::json;
@@ -131,6 +135,26 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j);
 std::unique_ptr<Model> make_model(const json& j);
 std::unique_ptr<PostProcessor> make_post_processor(const json& j, const Model& model);
 std::unique_ptr<Decoder> make_decoder(const json& j);
+
+// The models of GGUF vocabularies (ids are positions in `tokens`): byte-level BPE with merges by rank;
+// SentencePiece BPE that merges neighbours whose text is a token, highest score first (only tokens
+// with mergeable[id] are merge results), byte fallback to <0xXX> tokens and fused unknowns.
+std::unique_ptr<Model> make_gguf_bpe(const std::vector<std::string>& tokens,
+                                     const std::vector<std::pair<std::string, std::string>>& merges,
+                                     bool ignore_merges, const char* where);
+std::unique_ptr<Model> make_gguf_spm(const std::vector<std::string>& tokens, const std::vector<float>& scores,
+                                     const std::vector<bool>& mergeable, std::optional<uint32_t> unk);
+
+// A tokenizer from a tokenizer.json document; `model` replaces the document's "model" when given.
+std::unique_ptr<TokenizerImpl> build_tokenizer(const json& j, std::unique_ptr<Model> model);
+
+// A GGUF file's tokenizer (tokenizer.ggml.*) as the tokenizer.json pipeline of its family
+// (normalizer, pre_tokenizer, post_processor, decoder, added_tokens) and its model.
+struct GgufPipeline {
+  json doc;
+  std::unique_ptr<Model> model;
+};
+GgufPipeline gguf_pipeline(const quantized::gguf_file::Content& content);
 
 // The GPT-2 byte <-> character table of the ByteLevel components.
 const std::string& byte_char(uint8_t b);  // UTF-8 of the character standing for byte b

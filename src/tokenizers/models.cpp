@@ -1,4 +1,5 @@
 // Models: BPE (merges by rank, byte fallback, unknown tokens, ignore_merges), WordPiece, Unigram (Viterbi).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -67,6 +68,12 @@ struct Bpe final : VocabBase {
   std::string prefix, suffix;
   bool fuse_unk = false, byte_fallback = false, ignore_merges = false;
   std::array<int64_t, 256> byte_ids{};
+  // SentencePiece's merging (GGUF "llama" vocabularies): two neighbours merge when their text is a
+  // token, the token of highest score first: score_rank[id] is 0 for the highest score (equal
+  // scores, equal ranks), kNoRank for a token that is never a merge result.
+  bool by_score = false;
+  std::vector<uint32_t> score_rank;
+  static constexpr uint32_t kNoRank = UINT32_MAX;
 
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<Tok>, StrHash, std::equal_to<>> cache;
@@ -77,6 +84,7 @@ struct Bpe final : VocabBase {
     int32_t prev, next;
     uint32_t b, e;
     bool alive;
+    bool fixed;  // a byte-fallback or unknown symbol: never merged when merging by score
   };
 
   void tokenize(std::string_view w, std::vector<Tok>& out) const override {
@@ -101,9 +109,9 @@ struct Bpe final : VocabBase {
     std::vector<Sym> syms;
     syms.reserve(w.size());
     std::string tmp;
-    auto push = [&](uint32_t id, size_t b, size_t e) {
+    auto push = [&](uint32_t id, size_t b, size_t e, bool fixed = false) {
       const auto n = static_cast<int32_t>(syms.size());
-      syms.push_back(Sym{id, n - 1, -1, static_cast<uint32_t>(b), static_cast<uint32_t>(e), true});
+      syms.push_back(Sym{id, n - 1, -1, static_cast<uint32_t>(b), static_cast<uint32_t>(e), true, fixed});
       if (n > 0) syms[static_cast<size_t>(n - 1)].next = n;
     };
     bool last_unk = false;
@@ -130,7 +138,7 @@ struct Bpe final : VocabBase {
           for (size_t k = 0; k < l; ++k) all &= byte_ids[static_cast<uint8_t>(c[k])] >= 0;
           if (all) {
             for (size_t k = 0; k < l; ++k)
-              push(static_cast<uint32_t>(byte_ids[static_cast<uint8_t>(c[k])]), i, i + l);
+              push(static_cast<uint32_t>(byte_ids[static_cast<uint8_t>(c[k])]), i, i + l, true);
             done = true;
             last_unk = false;
           }
@@ -139,7 +147,7 @@ struct Bpe final : VocabBase {
           if (fuse_unk && last_unk)
             syms.back().e = static_cast<uint32_t>(i + l);
           else
-            push(*unk, i, i + l);
+            push(*unk, i, i + l, true);
           last_unk = true;
         }
       }
@@ -153,14 +161,24 @@ struct Bpe final : VocabBase {
       bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
     };
     std::priority_queue<Cand, std::vector<Cand>, std::greater<>> q;
+    // the merge of symbol a with its next one: (rank, merged id)
+    auto merge_of = [&](int32_t a) -> std::optional<std::pair<uint32_t, uint32_t>> {
+      const Sym& sa = syms[static_cast<size_t>(a)];
+      if (sa.next < 0) return std::nullopt;
+      const Sym& sb = syms[static_cast<size_t>(sa.next)];
+      if (by_score) {
+        if (sa.fixed || sb.fixed) return std::nullopt;
+        const auto id = find(w.substr(sa.b, sb.e - sa.b));
+        if (!id || score_rank[*id] == kNoRank) return std::nullopt;
+        return std::make_pair(score_rank[*id], *id);
+      }
+      auto it = merges.find((static_cast<uint64_t>(sa.id) << 32) | sb.id);
+      if (it == merges.end()) return std::nullopt;
+      return it->second;
+    };
     auto consider = [&](int32_t a) {
       if (a < 0) return;
-      const int32_t b = syms[static_cast<size_t>(a)].next;
-      if (b < 0) return;
-      const uint64_t key =
-          (static_cast<uint64_t>(syms[static_cast<size_t>(a)].id) << 32) | syms[static_cast<size_t>(b)].id;
-      auto it = merges.find(key);
-      if (it != merges.end()) q.push(Cand{it->second.first, a, it->second.second});
+      if (auto m = merge_of(a)) q.push(Cand{m->first, a, m->second});
     };
     for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) consider(i);
     while (!q.empty()) {
@@ -168,10 +186,9 @@ struct Bpe final : VocabBase {
       q.pop();
       Sym& a = syms[static_cast<size_t>(c.pos)];
       if (!a.alive || a.next < 0) continue;
+      const auto m = merge_of(c.pos);
+      if (!m || m->second != c.new_id || m->first != c.rank) continue;
       Sym& b = syms[static_cast<size_t>(a.next)];
-      const uint64_t key = (static_cast<uint64_t>(a.id) << 32) | b.id;
-      auto it = merges.find(key);
-      if (it == merges.end() || it->second.second != c.new_id || it->second.first != c.rank) continue;
       a.id = c.new_id;
       a.e = b.e;
       b.alive = false;
@@ -466,6 +483,75 @@ std::unique_ptr<Model> make_model(const json& j) {
     return m;
   }
   throw Error(ErrorKind::UnsupportedOp, "tokenizer.json: unsupported model type '" + excerpt(type) + "'");
+}
+
+namespace {
+
+// the vocabulary of a GGUF file: ids are the positions in `tokens`; a text given twice maps to its
+// last id (as llama.cpp's and HF's token -> id maps do), both ids decode to it
+void gguf_vocab(VocabBase& m, const std::vector<std::string>& tokens) {
+  m.vocab.reserve(tokens.size());
+  m.reverse.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    m.reverse.emplace(static_cast<uint32_t>(i), tokens[i]);
+    m.vocab.insert_or_assign(tokens[i], static_cast<uint32_t>(i));
+  }
+}
+
+void gguf_byte_ids(Bpe& m) {
+  for (int b = 0; b < 256; ++b) {
+    auto id = m.find(byte_token(static_cast<uint8_t>(b)));
+    m.byte_ids[static_cast<size_t>(b)] = id ? static_cast<int64_t>(*id) : -1;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_gguf_bpe(const std::vector<std::string>& tokens,
+                                     const std::vector<std::pair<std::string, std::string>>& merges,
+                                     bool ignore_merges, const char* where) {
+  auto m = std::make_unique<Bpe>();
+  gguf_vocab(*m, tokens);
+  m->merges.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [a, b] = merges[rank];
+    auto ia = m->find(a), ib = m->find(b), ic = m->find(a + b);
+    if (!ia || !ib || !ic)
+      throw Error(ErrorKind::Parse, "GGUF tokenizer: " + std::string(where) + ": merge " +
+                                        std::to_string(rank) + " '" + excerpt(a) + " " + excerpt(b) +
+                                        "' uses a token missing from tokenizer.ggml.tokens");
+    // a pair given twice keeps its first (lowest) rank
+    m->merges.emplace((static_cast<uint64_t>(*ia) << 32) | *ib,
+                      std::make_pair(static_cast<uint32_t>(rank), *ic));
+  }
+  m->ignore_merges = ignore_merges;
+  gguf_byte_ids(*m);
+  m->finish();
+  return m;
+}
+
+std::unique_ptr<Model> make_gguf_spm(const std::vector<std::string>& tokens, const std::vector<float>& scores,
+                                     const std::vector<bool>& mergeable, std::optional<uint32_t> unk) {
+  auto m = std::make_unique<Bpe>();
+  gguf_vocab(*m, tokens);
+  m->by_score = true;
+  m->byte_fallback = true;
+  m->fuse_unk = true;
+  m->unk = unk;
+  std::vector<uint32_t> order;
+  for (uint32_t i = 0; i < tokens.size(); ++i)
+    if (mergeable[i]) order.push_back(i);
+  // scores are finite (checked by the caller): a strict weak order
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return scores[x] > scores[y]; });
+  m->score_rank.assign(tokens.size(), Bpe::kNoRank);
+  uint32_t rank = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k > 0 && scores[order[k]] != scores[order[k - 1]]) ++rank;
+    m->score_rank[order[k]] = rank;
+  }
+  gguf_byte_ids(*m);
+  m->finish();
+  return m;
 }
 
 }  // namespace candle::tokenizers::detail

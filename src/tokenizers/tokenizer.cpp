@@ -217,28 +217,7 @@ struct TokenizerImpl {
   }
 };
 
-Tokenizer::Tokenizer(std::unique_ptr<TokenizerImpl> impl) : impl_(std::move(impl)) {}
-Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
-Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
-Tokenizer::~Tokenizer() = default;
-
-Tokenizer Tokenizer::from_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorKind::Io, "tokenizers: cannot open '" + excerpt(path, 200) + "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error(ErrorKind::Io, "tokenizers: cannot read '" + excerpt(path, 200) + "'");
-  return with_context("loading " + excerpt(path, 200), [&] { return from_string(ss.str()); });
-}
-
-Tokenizer Tokenizer::from_string(std::string_view text) {
-  io::check_json_depth(text, 64, "tokenizer.json");
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    throw Error(ErrorKind::Parse, std::string("tokenizer.json: not valid JSON: ") + excerpt(e.what(), 200));
-  }
+std::unique_ptr<TokenizerImpl> detail::build_tokenizer(const json& j, std::unique_ptr<Model> model) {
   if (!j.is_object()) bad("the top level is not an object");
   auto impl = std::make_unique<TokenizerImpl>();
   auto opt = [&](const char* k) -> const json& {
@@ -246,7 +225,7 @@ Tokenizer Tokenizer::from_string(std::string_view text) {
     auto it = j.find(k);
     return it == j.end() ? null_json : *it;
   };
-  impl->model = make_model(field(j, "model", "tokenizer.json"));
+  impl->model = model ? std::move(model) : make_model(field(j, "model", "tokenizer.json"));
   impl->normalizer = make_normalizer(opt("normalizer"));
   impl->pre_tokenizer = make_pre_tokenizer(opt("pre_tokenizer"));
   impl->post_processor = make_post_processor(opt("post_processor"), *impl->model);
@@ -276,7 +255,37 @@ Tokenizer Tokenizer::from_string(std::string_view text) {
       impl->added.push_back(std::move(t));
     }
   }
-  return Tokenizer(std::move(impl));
+  return impl;
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<TokenizerImpl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::from_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorKind::Io, "tokenizers: cannot open '" + excerpt(path, 200) + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error(ErrorKind::Io, "tokenizers: cannot read '" + excerpt(path, 200) + "'");
+  return with_context("loading " + excerpt(path, 200), [&] { return from_string(ss.str()); });
+}
+
+Tokenizer Tokenizer::from_string(std::string_view text) {
+  io::check_json_depth(text, 64, "tokenizer.json");
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Parse, std::string("tokenizer.json: not valid JSON: ") + excerpt(e.what(), 200));
+  }
+  return Tokenizer(build_tokenizer(j, nullptr));
+}
+
+Tokenizer Tokenizer::from_gguf(const quantized::gguf_file::Content& content) {
+  GgufPipeline p = gguf_pipeline(content);
+  return Tokenizer(build_tokenizer(p.doc, std::move(p.model)));
 }
 
 Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens) const {

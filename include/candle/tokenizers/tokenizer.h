@@ -20,6 +20,10 @@
 #include <utility>
 #include <vector>
 
+namespace candle::quantized::gguf_file {
+class Content;
+}
+
 namespace candle::tokenizers {
 
 using Offsets = std::pair<size_t, size_t>;
@@ -61,6 +65,12 @@ class Tokenizer {
  public:
   static Tokenizer from_file(const std::string& path);
   static Tokenizer from_string(std::string_view json);
+  // The tokenizer a GGUF file carries (tokenizer.ggml.*, as llama.cpp's converter writes it): "llama"
+  // (SentencePiece BPE: scores, byte fallback) and "gpt2" (byte-level BPE: merges, and the
+  // pre-tokenizer named by tokenizer.ggml.pre), built as the tokenizer.json of that family would be
+  // (include/candle/tokenizers/gguf.h lists the families). Errors name the key: Parse for bad
+  // metadata, UnsupportedOp for a model or pre-tokenizer this build does not know.
+  static Tokenizer from_gguf(const quantized::gguf_file::Content& content);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
