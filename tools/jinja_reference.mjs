@@ -54,6 +54,16 @@ for (const [fam, t] of Object.entries(families)) {
     }
   });
 }
+// feature snippets (tests/data/generation/snippets.json): each template with its context
+const snippets = JSON.parse(readFileSync(join(root, "tests/data/generation/snippets.json"), "utf8"));
+const snippetResults = snippets.map(({ template, context }) => {
+  try {
+    return { rendered: new Template(template).render(context) };
+  } catch (e) {
+    return { error: String(e.message ?? e) };
+  }
+});
+writeFileSync(join(root, "tests/data/generation/expected_snippets.json"), JSON.stringify(snippetResults, null, 1) + "\n");
 const out = join(root, "tests/data/generation/expected_templates.json");
 writeFileSync(out, JSON.stringify({ generator: "tools/jinja_reference.mjs, @huggingface/jinja " +
   JSON.parse(readFileSync(join(peers, "node_modules/@huggingface/jinja/package.json"), "utf8")).version, cases }, null, 1) + "\n");

