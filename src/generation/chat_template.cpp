@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "candle/error.h"
+#include "candle/quantized/gguf_file.h"
 #include "jinja.h"
 
 namespace candle::generation {
@@ -79,6 +80,27 @@ ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path, const 
   std::ostringstream ss;
   ss << f.rdbuf();
   return with_context("reading " + path, [&] { return from_tokenizer_config_json(ss.str(), name); });
+}
+
+ChatTemplate ChatTemplate::from_gguf(const quantized::gguf_file::Content& content) {
+  const auto& md = content.metadata;
+  auto it = md.find("tokenizer.chat_template");
+  if (it == md.end()) throw Error(ErrorKind::Parse, "GGUF: no tokenizer.chat_template");
+  ChatTemplate t(it->second.to_string());
+  auto tokens = md.find("tokenizer.ggml.tokens");
+  auto token = [&](const char* key) -> std::string {
+    auto id = md.find(key);
+    if (id == md.end() || tokens == md.end()) return "";
+    const uint64_t i = id->second.to_u64();
+    const auto& list = tokens->second.to_vec();
+    if (i >= list.size())
+      throw Error(ErrorKind::Parse, std::string("GGUF: ") + key + " " + std::to_string(i) + " is past the " +
+                                        std::to_string(list.size()) + " tokens");
+    return list[i].to_string();
+  };
+  t.bos_ = token("tokenizer.ggml.bos_token_id");
+  t.eos_ = token("tokenizer.ggml.eos_token_id");
+  return t;
 }
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,

@@ -514,7 +514,7 @@ Value Interp::eval_binary(const Node& n, Scope& s) {
     if (!std::isfinite(r)) fail(n, "the power is not a finite number");
     const bool is_float = left.kind == Kind::Float || right.kind == Kind::Float || b < 0;
     if (is_float) return Value::number(r);
-    if (!(std::fabs(r) < 9.2e18)) fail(n, "integer overflow");
+    if (!(std::fabs(r) < 9.2e18)) return Value::number(r);
     return Value::integer(static_cast<int64_t>(r));
   }
   if (left.is_numeric() && right.is_numeric()) {
@@ -526,7 +526,11 @@ Value Interp::eval_binary(const Node& n, Scope& s) {
         const bool overflow = op == "+"   ? __builtin_add_overflow(a, b, &r)
                               : op == "-" ? __builtin_sub_overflow(a, b, &r)
                                           : __builtin_mul_overflow(a, b, &r);
-        if (overflow) fail(n, "integer overflow");
+        // past int64, a JavaScript number: a double
+        if (overflow)
+          return Value::number(op == "+"   ? static_cast<double>(a) + static_cast<double>(b)
+                               : op == "-" ? static_cast<double>(a) - static_cast<double>(b)
+                                           : static_cast<double>(a) * static_cast<double>(b));
         return Value::integer(r);
       }
       if (op == "//" || op == "%") {

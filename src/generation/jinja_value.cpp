@@ -289,11 +289,16 @@ Value from_json(const nlohmann::ordered_json& j, int depth) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::null();
     case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return Value::integer(j.get<int64_t>());
+    // JavaScript reads every JSON number as a double: integers past 2^53 round as they do there
+    case nlohmann::ordered_json::value_t::number_integer:
     case nlohmann::ordered_json::value_t::number_unsigned: {
-      const auto u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) return Value::number(static_cast<double>(u));
-      return Value::integer(static_cast<int64_t>(u));
+      const double d = j.is_number_unsigned() ? static_cast<double>(j.get<uint64_t>())
+                                              : static_cast<double>(j.get<int64_t>());
+      if (std::fabs(d) <= 9007199254740992.0)
+        return Value::integer(j.is_number_unsigned() ? static_cast<int64_t>(j.get<uint64_t>())
+                                                     : j.get<int64_t>());
+      if (std::fabs(d) < 9.2e18) return Value::integer(static_cast<int64_t>(d));
+      return Value::number(d);
     }
     case nlohmann::ordered_json::value_t::number_float: {
       const double d = j.get<double>();

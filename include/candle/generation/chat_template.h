@@ -10,6 +10,10 @@
 #include <string_view>
 #include <vector>
 
+namespace candle::quantized::gguf_file {
+class Content;
+}
+
 namespace candle::generation {
 
 namespace jinja {
@@ -39,6 +43,9 @@ class ChatTemplate {
   // or {"content": ...} objects.
   static ChatTemplate from_tokenizer_config(const std::string& path, const std::string& name = "");
   static ChatTemplate from_tokenizer_config_json(std::string_view json, const std::string& name = "");
+  // The `tokenizer.chat_template` of a GGUF file; bos / eos from tokenizer.ggml.bos_token_id and
+  // eos_token_id looked up in tokenizer.ggml.tokens (empty when absent).
+  static ChatTemplate from_gguf(const quantized::gguf_file::Content& content);
 
   // The context {messages, add_generation_prompt, bos_token, eos_token, ...extra}.
   std::string apply(const std::vector<ChatMessage>& messages, const ChatTemplateOptions& opts = {}) const;
