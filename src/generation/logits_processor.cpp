@@ -60,13 +60,20 @@ double SamplingRng::next_f64() { return static_cast<double>(next_u64() >> 11) * 
 
 uint32_t argmax(std::span<const float> logits) {
   if (logits.empty()) throw Error(ErrorKind::InvalidArgument, "LogitsProcessor: empty logits");
-  size_t best = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i]))
-      throw Error(ErrorKind::InvalidArgument, "LogitsProcessor: logit " + std::to_string(i) + " is NaN");
-    if (logits[i] > logits[best]) best = i;
+  // two branch-free passes (they vectorize): the maximum and whether a NaN is there, then the
+  // first index holding the maximum
+  float m = logits[0];
+  bool nan = false;
+  for (const float x : logits) {
+    nan |= x != x;
+    m = x > m ? x : m;
   }
-  return static_cast<uint32_t>(best);
+  if (nan) {
+    const auto it = std::find_if(logits.begin(), logits.end(), [](float x) { return std::isnan(x); });
+    throw Error(ErrorKind::InvalidArgument,
+                "LogitsProcessor: logit " + std::to_string(it - logits.begin()) + " is NaN");
+  }
+  return static_cast<uint32_t>(std::find(logits.begin(), logits.end(), m) - logits.begin());
 }
 
 LogitsProcessor::LogitsProcessor(uint64_t seed, Sampling sampling)
@@ -130,71 +137,101 @@ uint32_t LogitsProcessor::sample_f32(std::span<const float> logits) {
     if (max_logit > 0) return best;  // an infinite logit takes all the probability
     throw Error(ErrorKind::InvalidArgument, "LogitsProcessor: every logit is -inf");
   }
-  // softmax with temperature (unnormalized: the draw divides by the total)
-  const double inv_t = 1.0 / temperature_of(sampling_);
+  const float inv_t = static_cast<float>(1.0 / temperature_of(sampling_));
   const size_t n = logits.size();
+  // candidates as contiguous (value, id) pairs, best first: larger value, then lower id
+  auto better = [](const Candidate& a, const Candidate& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+
+  // top-k selects on the logits (the order is the probabilities'), and only the k survivors
+  // go through exp; top-p after it works on their renormalized probabilities, as in candle
+  size_t top_k = 0;
+  double then_p = 1;
+  if (const auto* s = std::get_if<sampling::TopK>(&sampling_)) top_k = s->k;
+  if (const auto* s = std::get_if<sampling::TopKThenTopP>(&sampling_)) top_k = s->k, then_p = s->p;
+  if (top_k > 0 && top_k < n) {
+    // a heap of the k best so far with the worst in front: most logits cost one comparison
+    cands_.clear();
+    for (size_t i = 0; i < top_k; ++i) cands_.push_back({logits[i], static_cast<uint32_t>(i)});
+    std::make_heap(cands_.begin(), cands_.end(), better);
+    for (size_t i = top_k; i < n; ++i) {
+      const Candidate c{logits[i], static_cast<uint32_t>(i)};
+      if (!better(c, cands_.front())) continue;
+      std::pop_heap(cands_.begin(), cands_.end(), better);
+      cands_.back() = c;
+      std::push_heap(cands_.begin(), cands_.end(), better);
+    }
+    double total = 0;
+    for (auto& c : cands_) {
+      c.first = std::exp((c.first - max_logit) * inv_t);
+      total += c.first;
+    }
+    if (then_p > 0 && then_p < 1) {
+      std::sort(cands_.begin(), cands_.end(), better);
+      const double p = then_p * total;
+      double cumsum = 0;
+      for (auto& c : cands_) {
+        if (cumsum >= p)
+          c.first = 0;
+        else
+          cumsum += c.first;
+      }
+    }
+    probs_.resize(top_k);
+    for (size_t j = 0; j < top_k; ++j) probs_[j] = cands_[j].first;
+    return cands_[sample_weighted(probs_)].second;
+  }
+
+  // softmax with temperature
+
   probs_.resize(n);
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
-    probs_[i] = static_cast<float>(std::exp((static_cast<double>(logits[i]) - max_logit) * inv_t));
+    probs_[i] = std::exp((logits[i] - max_logit) * inv_t);
     sum += probs_[i];
   }
   const auto inv_sum = static_cast<float>(1.0 / sum);
   for (float& p : probs_) p *= inv_sum;
 
-  auto keep_top_k = [&](size_t k) {
-    if (k >= n) return;
-    indices_.resize(n);
-    for (size_t i = 0; i < n; ++i) indices_[i] = static_cast<uint32_t>(i);
-    // the k largest first (ties: lower id first), the rest zeroed
-    auto better = [&](uint32_t a, uint32_t b) {
-      return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
-    };
-    std::nth_element(indices_.begin(), indices_.begin() + static_cast<std::ptrdiff_t>(k), indices_.end(),
-                     better);
-    for (size_t j = k; j < n; ++j) probs_[indices_[j]] = 0;
-  };
   // candle's sample_topp: in decreasing probability, a token is kept while the mass before it is
-  // < p, the mass measured over the tokens still kept (after top-k: renormalized, as candle does)
+  // < p, the mass measured over the tokens still kept (after top-k: renormalized, as candle does).
+  // Only a prefix is sorted (selected by nth_element), widened while it holds less than p.
   auto keep_top_p = [&](double p_in) {
     if (p_in <= 0 || p_in >= 1) return;
-    auto better = [&](uint32_t a, uint32_t b) {
-      return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
-    };
-    indices_.clear();
+    cands_.clear();
     double total = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (probs_[i] > 0) indices_.push_back(static_cast<uint32_t>(i));
+      if (probs_[i] > 0) cands_.push_back({probs_[i], static_cast<uint32_t>(i)});
       total += probs_[i];
     }
     const double p = p_in * total;
-    // sort a prefix first; the whole list only when the prefix does not reach p
-    size_t m = std::min<size_t>(indices_.size(), 256);
+    const auto begin = cands_.begin();
+    size_t m = std::min<size_t>(cands_.size(), 256), sorted = 0;
+    double mass = 0;
     for (;;) {
-      std::partial_sort(indices_.begin(), indices_.begin() + static_cast<std::ptrdiff_t>(m), indices_.end(),
-                        better);
-      double mass = 0;
-      for (size_t j = 0; j < m; ++j) mass += probs_[indices_[j]];
-      if (mass >= p || m == indices_.size()) break;
-      m = std::min(indices_.size(), m * 8);
+      if (m < cands_.size())
+        std::nth_element(begin + static_cast<std::ptrdiff_t>(sorted), begin + static_cast<std::ptrdiff_t>(m),
+                         cands_.end(), better);
+      std::sort(begin + static_cast<std::ptrdiff_t>(sorted), begin + static_cast<std::ptrdiff_t>(m), better);
+      for (size_t j = sorted; j < m; ++j) mass += cands_[j].first;
+      sorted = m;
+      if (mass >= p || m == cands_.size()) break;
+      m = std::min(cands_.size(), m * 8);
     }
     double cumsum = 0;
-    for (size_t j = 0; j < indices_.size(); ++j) {
-      const uint32_t id = indices_[j];
-      if (j >= m || cumsum >= p)
-        probs_[id] = 0;
+    for (size_t j = 0; j < cands_.size(); ++j) {
+      if (j >= sorted || cumsum >= p)
+        probs_[cands_[j].second] = 0;
       else
-        cumsum += probs_[id];
+        cumsum += cands_[j].first;
     }
   };
 
-  if (const auto* s = std::get_if<sampling::TopK>(&sampling_)) {
-    keep_top_k(s->k);
-  } else if (const auto* s = std::get_if<sampling::TopP>(&sampling_)) {
+  if (const auto* s = std::get_if<sampling::TopP>(&sampling_)) {
     keep_top_p(s->p);
   } else if (const auto* s = std::get_if<sampling::TopKThenTopP>(&sampling_)) {
-    keep_top_k(s->k);
-    keep_top_p(s->p);
+    keep_top_p(s->p);  // k >= the vocabulary: top-p alone
   } else if (const auto* s = std::get_if<sampling::MinP>(&sampling_)) {
     const float floor = static_cast<float>(s->p) * probs_[best];
     for (float& p : probs_)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -73,8 +74,9 @@ class LogitsProcessor {
 
   SamplingRng rng_;
   Sampling sampling_;
-  std::vector<float> probs_;       // scratch
-  std::vector<uint32_t> indices_;  // scratch
+  using Candidate = std::pair<float, uint32_t>;
+  std::vector<float> probs_;      // scratch
+  std::vector<Candidate> cands_;  // scratch
 };
 
 // The index of the largest logit (the lowest such index on ties); throws on NaN or an empty span.
