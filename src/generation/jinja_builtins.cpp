@@ -552,7 +552,7 @@ Value Interp::apply_filter(const Value& v, const Node& filter, Scope& s) {
   }
   if (f == "default" || f == "d") {
     Args a = eval_args(filter.list, s);
-    const Value dflt = a.pos.empty() ? str_value("") : a.pos[0];
+    Value dflt = a.pos.empty() ? str_value("") : a.pos[0];
     const bool boolean = want_bool(a.get(1, "boolean"), false, *this, filter, "default(): boolean");
     if (v.is_undefined() || (boolean && !v.truthy())) return dflt;
     return v;

@@ -77,7 +77,7 @@ uint32_t argmax(std::span<const float> logits) {
 }
 
 LogitsProcessor::LogitsProcessor(uint64_t seed, Sampling sampling)
-    : rng_(seed), sampling_(std::move(sampling)) {}
+    : rng_(seed), sampling_(sampling) {}
 
 LogitsProcessor::LogitsProcessor(uint64_t seed, std::optional<double> temperature,
                                  std::optional<double> top_p)
@@ -100,7 +100,7 @@ LogitsProcessor LogitsProcessor::from_sampling(uint64_t seed, Sampling sampling)
     throw Error(ErrorKind::InvalidArgument, "LogitsProcessor: top-k with k = 0");
   if (const auto* k = std::get_if<sampling::TopKThenTopP>(&sampling); k && k->k == 0)
     throw Error(ErrorKind::InvalidArgument, "LogitsProcessor: top-k with k = 0");
-  return LogitsProcessor(seed, std::move(sampling));
+  return LogitsProcessor(seed, sampling);
 }
 
 uint32_t LogitsProcessor::sample(const Tensor& logits) {
