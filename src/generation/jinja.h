@@ -88,6 +88,10 @@ struct Args {
   const Value* get(size_t i, std::string_view name) const;
 };
 
+// Bytes of strings (and 4 per list item) built on this thread: the interpreter's step budget
+// charges them, so that no loop can make large values for free.
+uint64_t& work_counter();
+
 const char* kind_name(Kind k);
 // JavaScript's String(number) for a double (shortest round trip, exponent past 1e21).
 std::string js_number_string(double v);
@@ -111,7 +115,8 @@ bool js_is_space(uint32_t cp);
 size_t js_space_at(std::string_view s, size_t i);
 std::string js_trim(std::string_view s, bool left, bool right);
 size_t utf16_length(std::string_view s);
-std::vector<std::string> split_code_points(std::string_view s);
+// The byte offset of each code point of s, then s.size() (strings are at most kMaxStringBytes).
+std::vector<uint32_t> code_point_offsets(std::string_view s);
 std::string short_excerpt(std::string_view s, size_t max = 40);
 
 // ---- syntax tree --------------------------------------------------------------------------------

@@ -121,13 +121,13 @@ std::string replace_text(const std::string& s, const std::string& from, const st
   };
   if (from.empty()) {
     // an empty pattern matches at every code point boundary, both ends included
-    const auto cps = split_code_points(s);
-    for (size_t k = 0; k <= cps.size(); ++k) {
+    const auto off = code_point_offsets(s);
+    for (size_t k = 0; k < off.size(); ++k) {
       if (remaining > 0) {
         grow(to);
         --remaining;
       }
-      if (k < cps.size()) grow(cps[k]);
+      if (k + 1 < off.size()) out.append(s, off[k], off[k + 1] - off[k]);
     }
     return out;
   }
@@ -285,7 +285,10 @@ Value Interp::member_builtin(const Value& object, const std::string& name, const
     const std::string& s = *self.s;
     if (name == "length") return Value::integer(static_cast<int64_t>(utf16_length(s)));
     auto method = [&](auto fn) {
-      return Value::function([self, fn, this, &at](Args& a, Scope&) { return fn(*self.s, a, *this, at); });
+      return Value::function([self, fn, this, &at](Args& a, Scope&) {
+        step(self.s->size() / 64);
+        return fn(*self.s, a, *this, at);
+      });
     };
     if (name == "upper")
       return method(
@@ -387,7 +390,7 @@ bool Interp::run_test(const std::string& name, const Value& v, const Value* arg,
 }
 
 Value Interp::apply_filter(const Value& v, const Node& filter, Scope& s) {
-  step();
+  step(1 + (v.is_string() ? v.s->size() / 64 : v.is_array() ? v.arr->size() / 16 : 0));
   if (filter.kind == NodeKind::Ident) {
     const std::string& f = filter.str;
     if (f == "safe") return v;
@@ -515,20 +518,24 @@ Value Interp::apply_filter(const Value& v, const Node& filter, Scope& s) {
     const Value* sep_v = a.get(0, "separator");
     if (sep_v && sep_v->kind != Kind::String) fail(filter, "join(): the separator must be a string");
     const std::string sep = sep_v ? *sep_v->s : "";
-    std::vector<std::string> parts;
+    std::string out;
     if (v.kind == Kind::String) {
-      parts = split_code_points(*v.s);
+      const std::string& str = *v.s;
+      const auto off = code_point_offsets(str);
+      for (size_t k = 0; k + 1 < off.size(); ++k) {
+        if (k) out += sep;
+        out.append(str, off[k], off[k + 1] - off[k]);
+        if (out.size() > kMaxStringBytes) check_output(out);
+      }
     } else if (v.kind == Kind::Array) {
-      for (const Value& x : *v.arr)
-        parts.push_back(x.is_null() || x.is_undefined() ? std::string() : primitive_string(x, *this, filter));
+      for (size_t k = 0; k < v.arr->size(); ++k) {
+        const Value& x = (*v.arr)[k];
+        if (k) out += sep;
+        if (!x.is_null() && !x.is_undefined()) out += primitive_string(x, *this, filter);
+        if (out.size() > kMaxStringBytes) check_output(out);
+      }
     } else {
       fail(filter, std::string("cannot join a ") + kind_name(v.kind));
-    }
-    std::string out;
-    for (size_t k = 0; k < parts.size(); ++k) {
-      if (k) out += sep;
-      out += parts[k];
-      check_output(out);
     }
     return str_value(std::move(out));
   }

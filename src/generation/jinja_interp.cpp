@@ -411,6 +411,7 @@ Value Interp::eval_call(const Node& n, Scope& s) {
 
 Value Interp::eval_member(const Node& n, Scope& s) {
   const Value object = eval(*n.a, s);
+  if (object.is_string()) step(object.s->size() / 16);  // indexing and slicing walk the code points
   Value prop;
   if (n.flag && n.b->kind == NodeKind::Slice) {
     const Node& sl = *n.b;
@@ -427,9 +428,9 @@ Value Interp::eval_member(const Node& n, Scope& s) {
       part[k] = v.i;
       given[k] = true;
     }
-    std::vector<std::string> chars;
-    if (object.kind == Kind::String) chars = split_code_points(*object.s);
-    const auto len = static_cast<int64_t>(object.kind == Kind::String ? chars.size() : object.arr->size());
+    std::vector<uint32_t> off;
+    if (object.kind == Kind::String) off = code_point_offsets(*object.s);
+    const auto len = static_cast<int64_t>(object.kind == Kind::String ? off.size() - 1 : object.arr->size());
     const int64_t step_by = part[2];
     if (step_by == 0) fail(n, "slice step cannot be zero");
     int64_t start, stop;
@@ -447,7 +448,10 @@ Value Interp::eval_member(const Node& n, Scope& s) {
     const int64_t dir = step_by > 0 ? 1 : -1;
     if (object.kind == Kind::String) {
       std::string out;
-      for (int64_t i = start; dir * i < dir * stop; i += step_by) out += chars[static_cast<size_t>(i)];
+      for (int64_t i = start; dir * i < dir * stop; i += step_by) {
+        const auto k = static_cast<size_t>(i);
+        out.append(*object.s, off[k], off[k + 1] - off[k]);
+      }
       return Value::string(std::move(out));
     }
     Array out;
@@ -476,10 +480,12 @@ Value Interp::eval_member(const Node& n, Scope& s) {
         const int64_t i = prop.i < 0 ? prop.i + len : prop.i;
         return i >= 0 && i < len ? (*object.arr)[static_cast<size_t>(i)] : Value::undefined();
       }
-      const auto chars = split_code_points(*object.s);
-      const auto len = static_cast<int64_t>(chars.size());
+      const auto off = code_point_offsets(*object.s);
+      const auto len = static_cast<int64_t>(off.size() - 1);
       const int64_t i = prop.i < 0 ? prop.i + len : prop.i;
-      return i >= 0 && i < len ? Value::string(chars[static_cast<size_t>(i)]) : Value::undefined();
+      if (i < 0 || i >= len) return Value::undefined();
+      const auto k = static_cast<size_t>(i);
+      return Value::string(object.s->substr(off[k], off[k + 1] - off[k]));
     }
     if (prop.kind == Kind::String) return member_builtin(object, *prop.s, n);
     fail(n, std::string("cannot index with a ") + kind_name(prop.kind));
@@ -494,6 +500,7 @@ Value Interp::eval_binary(const Node& n, Scope& s) {
   if (op == "and") return left.truthy() ? eval(*n.b, s) : left;
   if (op == "or") return left.truthy() ? left : eval(*n.b, s);
   const Value right = eval(*n.b, s);
+  if (left.is_string() && right.is_string()) step(std::min(left.s->size(), right.s->size()) / 64);
   if (op == "==") return Value::boolean(loose_equal(left, right));
   if (op == "!=") return Value::boolean(!loose_equal(left, right));
   const bool is_in = op == "in" || op == "not in";
@@ -568,6 +575,7 @@ Value Interp::eval_binary(const Node& n, Scope& s) {
   } else if (right.is_array()) {
     bool member = false;
     for (const Value& x : *right.arr) {
+      if (x.is_string() && left.is_string() && x.s->size() == left.s->size()) step(x.s->size() / 64);
       if (strict_equal(x, left)) {
         member = true;
         break;

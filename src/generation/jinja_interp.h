@@ -46,9 +46,12 @@ class Interp {
 
   Args eval_args(const std::vector<NodePtr>& args, Scope& s);
   [[noreturn]] void fail(const Node& at, const std::string& msg) const;
-  // one unit of work; throws once the budget is spent
+  // one unit of work, plus 1 per 64 bytes of values built since the last call (and, through
+  // `units`, of values scanned); throws once the budget is spent
   void step(uint64_t units = 1) {
-    steps_ += units;
+    const uint64_t built = work_counter();
+    steps_ += units + (built - built_seen_) / 64;
+    built_seen_ = built;
     if (steps_ > kMaxSteps) fail_budget();
   }
   void check_output(const std::string& out) const;
@@ -65,6 +68,7 @@ class Interp {
 
   const Program& prog_;
   uint64_t steps_ = 0;
+  uint64_t built_seen_ = work_counter();
 };
 
 // JavaScript's loose == between two values, as `==` and `!=` use it.

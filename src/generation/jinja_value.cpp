@@ -33,7 +33,13 @@ Value Value::number(double x) {
   v.f = x;
   return v;
 }
+uint64_t& work_counter() {
+  thread_local uint64_t bytes = 0;
+  return bytes;
+}
+
 Value Value::string(std::string x) {
+  work_counter() += x.size();
   if (x.size() > kMaxStringBytes)
     throw Error(ErrorKind::InvalidArgument,
                 "chat template: a string grew past " + std::to_string(kMaxStringBytes >> 20) + " MiB");
@@ -43,6 +49,7 @@ Value Value::string(std::string x) {
   return v;
 }
 Value Value::array(Array x) {
+  work_counter() += 4 * x.size();
   if (x.size() > kMaxArrayItems)
     throw Error(ErrorKind::InvalidArgument,
                 "chat template: a list grew past " + std::to_string(kMaxArrayItems) + " items");
@@ -425,14 +432,15 @@ size_t utf16_length(std::string_view s) {
   return n;
 }
 
-std::vector<std::string> split_code_points(std::string_view s) {
-  std::vector<std::string> out;
+std::vector<uint32_t> code_point_offsets(std::string_view s) {
+  std::vector<uint32_t> out;
   for (size_t i = 0; i < s.size();) {
     size_t len;
     decode_at(s, i, &len);
-    out.emplace_back(s.substr(i, len));
+    out.push_back(static_cast<uint32_t>(i));
     i += len;
   }
+  out.push_back(static_cast<uint32_t>(s.size()));
   return out;
 }
 

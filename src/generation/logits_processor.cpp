@@ -76,8 +76,7 @@ uint32_t argmax(std::span<const float> logits) {
   return static_cast<uint32_t>(std::find(logits.begin(), logits.end(), m) - logits.begin());
 }
 
-LogitsProcessor::LogitsProcessor(uint64_t seed, Sampling sampling)
-    : rng_(seed), sampling_(sampling) {}
+LogitsProcessor::LogitsProcessor(uint64_t seed, Sampling sampling) : rng_(seed), sampling_(sampling) {}
 
 LogitsProcessor::LogitsProcessor(uint64_t seed, std::optional<double> temperature,
                                  std::optional<double> top_p)

@@ -419,6 +419,17 @@ TEST(JinjaHostile, LimitsStopRunawayTemplates) {
       error_kind(
           "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
       ErrorKind::InvalidArgument);
+  // work on large values is charged: a big string indexed, compared or replaced in a loop
+  const std::string big =
+      "{% set ns = namespace(s='x') %}{% for i in range(22) %}{% set ns.s = ns.s + ns.s %}{% endfor %}";
+  EXPECT_EQ(error_kind(big + "{% for i in range(1000000) %}{{ ns.s[i] }}{% endfor %}"),
+            ErrorKind::InvalidArgument);
+  EXPECT_EQ(error_kind(big + "{% for i in range(1000000) %}{% if ns.s == ns.s %}{% endif %}{% endfor %}"),
+            ErrorKind::InvalidArgument);
+  EXPECT_EQ(
+      error_kind(big +
+                 "{% for i in range(1000000) %}{% set x = 'ab'.replace('', ns.s[:100000]) %}{% endfor %}"),
+      ErrorKind::InvalidArgument);
   // deep nesting is a parse error, not a stack overflow
   EXPECT_EQ(error_kind("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
             ErrorKind::Parse);
