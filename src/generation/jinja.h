@@ -26,7 +26,8 @@ inline constexpr int kMaxNodeDepth = 200;              // nesting of expressions
 inline constexpr int kMaxEvalDepth = 1000;             // interpreter recursion, macros included
 inline constexpr size_t kMaxStringBytes = 16u << 20;   // any string value, and the output
 inline constexpr size_t kMaxArrayItems = 1u << 20;     // any array (range() included)
-inline constexpr uint64_t kMaxSteps = 3'000'000;  // evaluations, iterations, bytes/64 (a 200-turn chat: ~50k)
+inline constexpr uint64_t kMaxSteps =
+    1'000'000;  // evaluations, iterations, bytes/64: qwen3 renders 5,000 turns
 
 // ---- values -------------------------------------------------------------------------------------
 struct Value;
@@ -77,6 +78,8 @@ struct Object {
   std::unordered_map<std::string, size_t> index;
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value v);
+  // the entry's position, or entries.size()
+  size_t position(const std::string& key) const;
   size_t size() const { return entries.size(); }
 };
 

@@ -247,8 +247,9 @@ void Interp::exec_for(const Node& n, Scope& s, std::string& out) {
   bool no_iteration = true;
   const size_t len = items.size();
   for (size_t k = 0; k < len; ++k) {
-    step();
+    step(4);  // the loop object and the bindings
     Value loop = Value::object();
+    loop.obj->entries.reserve(9);
     const auto ik = static_cast<int64_t>(k), il = static_cast<int64_t>(len);
     loop.obj->set("index", Value::integer(ik + 1));
     loop.obj->set("index0", Value::integer(ik));

