@@ -27,11 +27,11 @@ void BM_Sample(benchmark::State& state, Sampling s) {
   for (auto _ : state) benchmark::DoNotOptimize(lp.sample_f32(logits));
 }
 BENCHMARK_CAPTURE(BM_Sample, argmax, Sampling{sampling::ArgMax{}});
-BENCHMARK_CAPTURE(BM_Sample, all_t0 .8, Sampling{sampling::All{0.8}});
+BENCHMARK_CAPTURE(BM_Sample, all_t08, Sampling{sampling::All{0.8}});
 BENCHMARK_CAPTURE(BM_Sample, top_k40, Sampling{sampling::TopK{40, 0.8}});
-BENCHMARK_CAPTURE(BM_Sample, top_p0 .9, Sampling{sampling::TopP{0.9, 0.8}});
-BENCHMARK_CAPTURE(BM_Sample, top_k40_p0 .9, Sampling{sampling::TopKThenTopP{40, 0.9, 0.8}});
-BENCHMARK_CAPTURE(BM_Sample, min_p0 .05, Sampling{sampling::MinP{0.05, 0.8}});
+BENCHMARK_CAPTURE(BM_Sample, top_p09, Sampling{sampling::TopP{0.9, 0.8}});
+BENCHMARK_CAPTURE(BM_Sample, top_k40_p09, Sampling{sampling::TopKThenTopP{40, 0.9, 0.8}});
+BENCHMARK_CAPTURE(BM_Sample, min_p005, Sampling{sampling::MinP{0.05, 0.8}});
 
 void BM_RenderQwen3(benchmark::State& state) {
   const auto cfg = std::filesystem::path(CANDLE_SOURCE_DIR) /
