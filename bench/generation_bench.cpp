@@ -1,6 +1,6 @@
 // candle::generation: one sampling step over a 151,936-token vocabulary (qwen's) per mode, and one
-// render of qwen3's real chat template over a 20-turn conversation (read from tools/peers; the
-// render benchmark is skipped without it). Run: build-release/bin/generation_bench
+// render of qwen3's real chat template over 21 messages (a system prompt, 10 questions, 10 answers; read from
+// tools/peers; the render benchmark is skipped without it). Run: build-release/bin/generation_bench
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One render of qwen3's real chat template (20 turns) by candle::generation (bench/generation_bench,
+# One render of qwen3's real chat template (21 messages) by candle::generation (bench/generation_bench,
 # BM_RenderQwen3) and by @huggingface/jinja under node (tools/jinja_render_speed.mjs), one thread
 # each, in the same run; then the sampling steps at a 151,936-token vocabulary.
 #   tools/bench_chat_template.sh [build-dir]     (default build-release; needs tools/peers/node_modules)

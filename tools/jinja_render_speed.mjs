@@ -1,4 +1,4 @@
-// The time of one render of qwen3's chat template over the 20-turn conversation of
+// The time of one render of qwen3's chat template over the 21 messages of
 // bench/generation_bench.cpp (BM_RenderQwen3), with @huggingface/jinja; tools/bench_chat_template.sh
 // prints it beside candle's.
 import { readFileSync } from "node:fs";
