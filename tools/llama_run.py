@@ -19,6 +19,13 @@ evaluate a token sequence: what llama.cpp does with a GGUF file written by candl
           BENCH test=pp512 t=N tok_per_s=MEAN std=STD
       (tools/bench_llamacpp_gguf.py runs this for several files / thread counts.)
 
+  python3 tools/llama_run.py MODEL --greedy N [--tokens 1,5,9 | --prompt TEXT | --n-tokens N] [--threads N]
+      greedy decoding: the prompt in one batch from an empty context, then N steps each taking the
+      argmax of the last logits and decoding it alone. Prints JSON on the last line:
+          GREEDY {"prompt": [...], "greedy": [...], "gaps": [...], "prompt_last_logits": [...]}
+      greedy = prompt + N tokens; gaps[i] = top-1 minus top-2 logit at step i (how close a tie
+      was); prompt_last_logits = the logits after the prompt.
+
 Struct arguments: llama_model_params, llama_context_params and llama_batch are passed and
 returned by value. Only a few fields of llama_context_params are touched here: n_ctx, n_batch,
 n_ubatch (the first uint32s), n_threads and n_threads_batch (found by their default values after
@@ -32,6 +39,7 @@ Environment: CANDLE_LLAMA_LIB_DIR overrides the directory of libllama / libggml*
 """
 import argparse
 import ctypes as C
+import json
 import math
 import os
 import random
@@ -222,6 +230,28 @@ def run_tokens(ll, tokens, threads, show):
     return 0 if finite else 3
 
 
+def greedy(ll, tokens, steps, threads):
+    """The prompt in one batch, then `steps` single-token argmax decodes; prints a GREEDY line."""
+    ll.new_context(max(64, len(tokens) + steps), max(1, len(tokens)), threads)
+    ll.decode(tokens)
+    first = ll.last_logits()
+    out, gaps = list(tokens), []
+    logits = first
+    for i in range(steps):
+        if not all(math.isfinite(x) for x in logits):
+            print("llama_run: non-finite logits", file=sys.stderr)
+            return 3
+        order = sorted(range(len(logits)), key=lambda j: -logits[j])
+        gaps.append(logits[order[0]] - logits[order[1]])
+        out.append(order[0])
+        if i + 1 < steps:
+            ll.decode([order[0]])
+            logits = ll.last_logits()
+    print("GREEDY " + json.dumps({"prompt": list(tokens), "greedy": out, "gaps": [round(g, 6) for g in gaps],
+                                  "prompt_last_logits": [float(f"{x:.7g}") for x in first]}))
+    return 0
+
+
 def bench(ll, pp, tg, reps, threads, seed=1):
     """llama-bench's pp<pp> and tg<tg>: tokens/s over `reps` runs after one warm-up; returns rows."""
     rng = random.Random(seed)
@@ -268,6 +298,7 @@ def main(argv=None):
     ap.add_argument("--n-tokens", type=int, default=8, help="without --tokens/--prompt: BOS then N-1 ids")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--show", type=int, default=8, help="logits to print")
+    ap.add_argument("--greedy", type=int, default=0, help="greedy decoding for N tokens after the prompt")
     ap.add_argument("--bench", action="store_true", help="llama-bench's pp / tg tests instead")
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
@@ -308,6 +339,8 @@ def main(argv=None):
         else:
             bos = ll.lib.llama_vocab_bos(ll.vocab)
             tokens = [bos if bos >= 0 else 1] + [(7 * i + 3) % ll.n_vocab for i in range(1, a.n_tokens)]
+        if a.greedy > 0:
+            return greedy(ll, tokens, a.greedy, a.threads)
         return run_tokens(ll, tokens, a.threads, a.show)
     except Refused as e:
         print(f"llama_run: llama.cpp refused {a.model}: {e}", file=sys.stderr)
