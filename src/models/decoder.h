@@ -1,0 +1,62 @@
+// The decoder-only transformer shared by models::llama (safetensors, nn::Linear) and
+// models::quantized_llama (GGUF, quantized::QMatMul): pre-norm blocks of grouped-query attention
+// with rotary embeddings and a SwiGLU MLP.
+#pragma once
+
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "candle/nn/kv_cache.h"
+#include "candle/nn/layers.h"
+#include "candle/quantized/quantized.h"
+#include "candle/tensor.h"
+
+namespace candle::models::detail {
+
+// A projection x w^T (+ bias): a plain Linear or a quantized matmul.
+struct Proj {
+  std::variant<nn::Linear, quantized::QMatMul> w;
+  std::optional<Tensor> bias;  // with QMatMul
+  Tensor forward(const Tensor& x) const;
+};
+
+struct DecoderLayer {
+  Tensor attn_norm, ffn_norm;
+  std::optional<Tensor> q_norm, k_norm;  // [head_dim]
+  Proj q, k, v, o, gate, up, down;
+  std::optional<size_t> window;
+};
+
+struct DecoderSpec {
+  size_t heads = 0, kv_heads = 0, head_dim = 0;
+  double eps = 1e-6;
+  bool interleaved_rope = false;  // rope_i (llama GGUFs) instead of rope (halves)
+  std::vector<float> inv_freq;    // head_dim / 2
+  size_t max_seq_len = 4096;
+};
+
+class Decoder {
+ public:
+  Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> layers, Tensor final_norm, Proj lm_head);
+  // ids [b, t] at index_pos..; with caches: appended to (index_pos must be their length) and the
+  // last position's logits [b, vocab]; without: [b, t, vocab]. Logits f32.
+  Tensor forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches) const;
+  const DecoderSpec& spec() const { return spec_; }
+  size_t num_layers() const { return layers_.size(); }
+  size_t vocab_size() const { return embeddings_.dim(0); }
+
+ private:
+  // cos / sin [t, head_dim / 2] for positions pos..pos+t-1, in dtype
+  std::pair<Tensor, Tensor> rope_tables(size_t pos, size_t t, DType dtype) const;
+  Tensor attention(const DecoderLayer& l, const Tensor& x, size_t index_pos, const Tensor& cos,
+                   const Tensor& sin, nn::KvCache* cache) const;
+  DecoderSpec spec_;
+  Tensor embeddings_;
+  std::vector<DecoderLayer> layers_;
+  Tensor final_norm_;
+  Proj lm_head_;
+  Tensor cos_table_, sin_table_;  // [min(max_seq_len, kTablePositions), head_dim / 2] f32
+};
+
+}  // namespace candle::models::detail

@@ -1,0 +1,298 @@
+// candle::models::llama: config.json parsing, rotary frequencies and loading from a VarBuilder.
+#include "candle/models/llama.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "candle/io/json_limits.h"
+#include "decoder.h"
+
+namespace candle::models::llama {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxDim = size_t{1} << 20;     // hidden, intermediate, head dims
+constexpr size_t kMaxVocab = size_t{1} << 24;   // vocabulary
+constexpr size_t kMaxLayers = 4096;
+constexpr size_t kMaxPositions = size_t{1} << 24;
+
+Error config_error(const std::string& key, const std::string& why) {
+  return Error(ErrorKind::InvalidArgument, "config.json: " + key + ": " + why);
+}
+
+const json* find(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+size_t get_size(const json& j, const char* key, size_t max, std::optional<size_t> dflt = std::nullopt) {
+  const json* v = find(j, key);
+  if (!v) {
+    if (dflt) return *dflt;
+    throw config_error(key, "missing");
+  }
+  if (!v->is_number_integer()) throw config_error(key, "expected an integer");
+  if (v->is_number_unsigned()) {
+    uint64_t x = v->get<uint64_t>();
+    if (x > max) throw config_error(key, std::to_string(x) + " is out of range (max " + std::to_string(max) + ")");
+    return static_cast<size_t>(x);
+  }
+  int64_t x = v->get<int64_t>();
+  if (x < 0 || static_cast<uint64_t>(x) > max) throw config_error(key, std::to_string(x) + " is out of range");
+  return static_cast<size_t>(x);
+}
+
+double get_double(const json& j, const char* key, double dflt) {
+  const json* v = find(j, key);
+  if (!v) return dflt;
+  if (!v->is_number()) throw config_error(key, "expected a number");
+  double x = v->get<double>();
+  if (!std::isfinite(x)) throw config_error(key, "not finite");
+  return x;
+}
+
+bool get_bool(const json& j, const char* key, bool dflt) {
+  const json* v = find(j, key);
+  if (!v) return dflt;
+  if (!v->is_boolean()) throw config_error(key, "expected true or false");
+  return v->get<bool>();
+}
+
+std::string get_string(const json& j, const char* key, const std::string& dflt) {
+  const json* v = find(j, key);
+  if (!v) return dflt;
+  if (!v->is_string()) throw config_error(key, "expected a string");
+  return v->get<std::string>();
+}
+
+std::vector<uint32_t> get_token_ids(const json& j, const char* key) {
+  const json* v = find(j, key);
+  std::vector<uint32_t> out;
+  if (!v) return out;
+  auto one = [&](const json& x) {
+    if (!x.is_number_unsigned() || x.get<uint64_t>() > std::numeric_limits<uint32_t>::max())
+      throw config_error(key, "expected token ids");
+    out.push_back(static_cast<uint32_t>(x.get<uint64_t>()));
+  };
+  if (v->is_array()) {
+    if (v->size() > 1024) throw config_error(key, "too many token ids");
+    for (const auto& x : *v) one(x);
+  } else {
+    one(*v);
+  }
+  return out;
+}
+
+RopeScaling parse_rope_scaling(const json& j) {
+  RopeScaling r;
+  const json* v = find(j, "rope_scaling");
+  if (!v) return r;
+  if (!v->is_object()) throw config_error("rope_scaling", "expected an object");
+  std::string type = get_string(*v, "rope_type", get_string(*v, "type", "default"));
+  if (type == "default") return r;
+  r.factor = get_double(*v, "factor", 1.0);
+  if (!(r.factor > 0.0)) throw config_error("rope_scaling.factor", "must be > 0");
+  if (type == "linear") {
+    r.kind = RopeScaling::Linear;
+  } else if (type == "llama3") {
+    r.kind = RopeScaling::Llama3;
+    r.low_freq_factor = get_double(*v, "low_freq_factor", 1.0);
+    r.high_freq_factor = get_double(*v, "high_freq_factor", 4.0);
+    r.original_max_position_embeddings = get_size(*v, "original_max_position_embeddings", kMaxPositions, 8192);
+    if (!(r.low_freq_factor > 0.0) || !(r.high_freq_factor > r.low_freq_factor) ||
+        r.original_max_position_embeddings == 0)
+      throw config_error("rope_scaling", "llama3 needs 0 < low_freq_factor < high_freq_factor and "
+                                         "original_max_position_embeddings > 0");
+  } else {
+    throw Error(ErrorKind::UnsupportedOp,
+                "config.json: rope_scaling type '" + io::excerpt(type, 40) + "' is not supported (default, "
+                "linear, llama3)");
+  }
+  return r;
+}
+
+}  // namespace
+
+LlamaConfig LlamaConfig::from_json(std::string_view text) {
+  io::check_json_depth(text, 32, "config.json");
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::Parse, std::string("config.json: ") + io::excerpt(e.what(), 200));
+  }
+  if (!j.is_object()) throw Error(ErrorKind::Parse, "config.json: expected an object");
+  LlamaConfig c;
+  c.model_type = get_string(j, "model_type", "llama");
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" && c.model_type != "qwen3")
+    throw Error(ErrorKind::UnsupportedOp, "config.json: model_type '" + io::excerpt(c.model_type, 40) +
+                                              "' is not a llama-family model (llama, mistral, qwen2, qwen3)");
+  const std::string act = get_string(j, "hidden_act", "silu");
+  if (act != "silu")
+    throw Error(ErrorKind::UnsupportedOp, "config.json: hidden_act '" + io::excerpt(act, 40) + "' (expected silu)");
+  c.hidden_size = get_size(j, "hidden_size", kMaxDim);
+  c.intermediate_size = get_size(j, "intermediate_size", kMaxDim);
+  c.vocab_size = get_size(j, "vocab_size", kMaxVocab);
+  c.num_hidden_layers = get_size(j, "num_hidden_layers", kMaxLayers);
+  c.num_attention_heads = get_size(j, "num_attention_heads", kMaxDim);
+  c.num_key_value_heads = get_size(j, "num_key_value_heads", kMaxDim, c.num_attention_heads);
+  if (c.hidden_size == 0 || c.intermediate_size == 0 || c.vocab_size == 0 || c.num_attention_heads == 0 ||
+      c.num_key_value_heads == 0)
+    throw config_error("hidden_size/intermediate_size/vocab_size/heads", "must be > 0");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw config_error("num_key_value_heads", "must divide num_attention_heads");
+  if (find(j, "head_dim"))
+    c.head_dim = get_size(j, "head_dim", kMaxDim);
+  else if (c.hidden_size % c.num_attention_heads == 0)
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  else
+    throw config_error("head_dim", "missing, and hidden_size is not a multiple of num_attention_heads");
+  if (c.head_dim == 0 || c.head_dim % 2 != 0) throw config_error("head_dim", "must be even and > 0");
+  if (c.num_attention_heads * c.head_dim > kMaxDim) throw config_error("head_dim", "too large");
+  c.max_position_embeddings = get_size(j, "max_position_embeddings", kMaxPositions, 4096);
+  if (c.max_position_embeddings == 0) throw config_error("max_position_embeddings", "must be > 0");
+  c.rms_norm_eps = get_double(j, "rms_norm_eps", 1e-6);
+  if (!(c.rms_norm_eps >= 0.0)) throw config_error("rms_norm_eps", "must be >= 0");
+  c.rope_theta = get_double(j, "rope_theta", 10000.0);
+  if (!(c.rope_theta > 0.0)) throw config_error("rope_theta", "must be > 0");
+  c.rope_scaling = parse_rope_scaling(j);
+  c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
+  const bool attention_bias = get_bool(j, "attention_bias", false);
+  if (c.model_type == "qwen2") {
+    c.qkv_bias = true;
+  } else {
+    c.qkv_bias = c.o_bias = attention_bias;
+  }
+  c.mlp_bias = c.model_type == "llama" && get_bool(j, "mlp_bias", false);
+  c.qk_norm = c.model_type == "qwen3";
+  if (c.model_type == "mistral") {
+    if (find(j, "sliding_window")) c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
+  } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
+    if (get_bool(j, "use_sliding_window", false)) {
+      c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
+      c.max_window_layers = get_size(j, "max_window_layers", kMaxLayers, 0);
+    }
+  }
+  if (c.sliding_window && *c.sliding_window == 0) throw config_error("sliding_window", "must be > 0");
+  auto bos = get_token_ids(j, "bos_token_id");
+  if (!bos.empty()) c.bos_token_id = bos[0];
+  c.eos_token_ids = get_token_ids(j, "eos_token_id");
+  return c;
+}
+
+std::optional<size_t> LlamaConfig::layer_window(size_t layer) const {
+  if (!sliding_window) return std::nullopt;
+  if ((model_type == "qwen2" || model_type == "qwen3") && layer < max_window_layers) return std::nullopt;
+  return sliding_window;
+}
+
+std::vector<float> rope_inv_freq(size_t head_dim, double theta, const RopeScaling& scaling) {
+  const size_t half = head_dim / 2;
+  std::vector<float> inv(half);
+  for (size_t i = 0; i < half; ++i) {
+    // transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in f32
+    const float e = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    inv[i] = 1.0f / std::pow(static_cast<float>(theta), e);
+  }
+  if (scaling.kind == RopeScaling::Linear) {
+    for (float& f : inv) f = static_cast<float>(f / scaling.factor);
+  } else if (scaling.kind == RopeScaling::Llama3) {
+    const double old_ctx = static_cast<double>(scaling.original_max_position_embeddings);
+    const double low_wavelen = old_ctx / scaling.low_freq_factor;
+    const double high_wavelen = old_ctx / scaling.high_freq_factor;
+    constexpr double kPi = 3.14159265358979323846;
+    for (float& f : inv) {
+      const double wavelen = 2.0 * kPi / f;
+      if (wavelen > low_wavelen) {
+        f = static_cast<float>(f / scaling.factor);
+      } else if (wavelen >= high_wavelen) {
+        const double smooth =
+            (old_ctx / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
+        f = static_cast<float>((1.0 - smooth) * f / scaling.factor + smooth * f);
+      }
+    }
+  }
+  return inv;
+}
+
+Cache::Cache(const LlamaConfig& cfg, size_t max_seq_len) {
+  const size_t n = max_seq_len ? max_seq_len : cfg.max_position_embeddings;
+  kvs_.reserve(cfg.num_hidden_layers);
+  for (size_t i = 0; i < cfg.num_hidden_layers; ++i) kvs_.emplace_back(2, n);
+}
+
+void Cache::reset() {
+  for (auto& kv : kvs_) kv.reset();
+}
+
+struct Llama::Impl {
+  LlamaConfig cfg;
+  detail::Decoder decoder;
+};
+
+namespace {
+
+detail::Proj linear(size_t in, size_t out, bool bias, const nn::VarBuilder& vb) {
+  return detail::Proj{nn::linear_b(in, out, bias, vb), std::nullopt};
+}
+
+}  // namespace
+
+Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
+  const size_t h = cfg.hidden_size, hd = cfg.head_dim, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
+  nn::VarBuilder m = vb.pp("model");
+  Tensor embed = m.pp("embed_tokens").get({cfg.vocab_size, h}, "weight");
+  std::vector<detail::DecoderLayer> layers;
+  layers.reserve(cfg.num_hidden_layers);
+  for (size_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    nn::VarBuilder lb = m.pp("layers").pp(std::to_string(i));
+    nn::VarBuilder at = lb.pp("self_attn"), mlp = lb.pp("mlp");
+    detail::DecoderLayer l{
+        lb.pp("input_layernorm").get_with_hints({h}, "weight", nn::init::ONE),
+        lb.pp("post_attention_layernorm").get_with_hints({h}, "weight", nn::init::ONE),
+        std::nullopt,
+        std::nullopt,
+        linear(h, nh * hd, cfg.qkv_bias, at.pp("q_proj")),
+        linear(h, nkv * hd, cfg.qkv_bias, at.pp("k_proj")),
+        linear(h, nkv * hd, cfg.qkv_bias, at.pp("v_proj")),
+        linear(nh * hd, h, cfg.o_bias, at.pp("o_proj")),
+        linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj")),
+        linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj")),
+        linear(cfg.intermediate_size, h, cfg.mlp_bias, mlp.pp("down_proj")),
+        cfg.layer_window(i)};
+    if (cfg.qk_norm) {
+      l.q_norm = at.pp("q_norm").get_with_hints({hd}, "weight", nn::init::ONE);
+      l.k_norm = at.pp("k_norm").get_with_hints({hd}, "weight", nn::init::ONE);
+    }
+    layers.push_back(std::move(l));
+  }
+  Tensor norm = m.pp("norm").get_with_hints({h}, "weight", nn::init::ONE);
+  detail::Proj head = cfg.tie_word_embeddings && !vb.contains_tensor("lm_head.weight")
+                          ? detail::Proj{nn::Linear(embed, std::nullopt), std::nullopt}
+                          : linear(h, cfg.vocab_size, false, vb.pp("lm_head"));
+  detail::DecoderSpec spec;
+  spec.heads = nh;
+  spec.kv_heads = nkv;
+  spec.head_dim = hd;
+  spec.eps = cfg.rms_norm_eps;
+  spec.interleaved_rope = false;
+  spec.inv_freq = rope_inv_freq(hd, cfg.rope_theta, cfg.rope_scaling);
+  spec.max_seq_len = cfg.max_position_embeddings;
+  auto impl = std::make_shared<Impl>(
+      Impl{cfg, detail::Decoder(std::move(spec), embed, std::move(layers), norm, std::move(head))});
+  return Llama(std::move(impl));
+}
+
+Tensor Llama::forward(const Tensor& input_ids, size_t index_pos, Cache& cache) const {
+  return impl_->decoder.forward(input_ids, index_pos, &cache.layers());
+}
+
+Tensor Llama::forward_all(const Tensor& input_ids) const { return impl_->decoder.forward(input_ids, 0, nullptr); }
+
+const LlamaConfig& Llama::config() const { return impl_->cfg; }
+
+}  // namespace candle::models::llama
