@@ -35,8 +35,7 @@ struct Operand4 {
 template <typename T>
 Operand4<T> operand(const CpuStorage& s, const Layout& l, std::shared_ptr<CpuStorage>& keep) {
   const auto& st = l.stride();
-  if (l.dims()[3] <= 1 || st[3] == 1)
-    return {s.data<T>() + l.start_offset(), st[0], st[1], st[2]};
+  if (l.dims()[3] <= 1 || st[3] == 1) return {s.data<T>() + l.start_offset(), st[0], st[1], st[2]};
   keep = CpuStorage::alloc(s.dtype(), l.elem_count());
   s.copy_strided_src(*keep, 0, l);
   const auto& d = l.dims();

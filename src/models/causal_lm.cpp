@@ -51,10 +51,12 @@ std::vector<std::string> weight_files(const fs::path& dir) {
     throw Error(ErrorKind::Parse, index.string() + ": no weight_map object");
   std::set<std::string> files;
   for (const auto& [name, file] : j["weight_map"].items()) {
-    if (!file.is_string()) throw Error(ErrorKind::Parse, index.string() + ": weight_map values must be file names");
+    if (!file.is_string())
+      throw Error(ErrorKind::Parse, index.string() + ": weight_map values must be file names");
     const std::string f = file.get<std::string>();
     // shards live in the folder itself: no paths
-    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." ||
+        f == "..")
       throw Error(ErrorKind::Parse, index.string() + ": bad shard name '" + io::excerpt(f, 60) + "'");
     files.insert(f);
   }
@@ -68,7 +70,9 @@ class LlamaLM final : public CausalLM {
  public:
   LlamaLM(llama::Llama m, size_t max_seq_len)
       : model_(std::move(m)), cache_(model_.config(), max_seq_len), max_seq_len_(max_seq_len) {}
-  Tensor forward(const Tensor& ids, size_t index_pos) override { return model_.forward(ids, index_pos, cache_); }
+  Tensor forward(const Tensor& ids, size_t index_pos) override {
+    return model_.forward(ids, index_pos, cache_);
+  }
   void clear_kv_cache() override { cache_.reset(); }
   size_t vocab_size() const override { return model_.config().vocab_size; }
   size_t max_seq_len() const override { return max_seq_len_; }

@@ -48,8 +48,8 @@ Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> 
       lm_head_(std::move(lm_head)) {
   if (spec_.inv_freq.size() * 2 != spec_.head_dim)
     throw Error(ErrorKind::Internal, "decoder: rope frequencies do not match the head size");
-  auto [c, s] = compute_tables(spec_.inv_freq, 0, std::min(spec_.max_seq_len, kTablePositions),
-                               embeddings_.device());
+  auto [c, s] =
+      compute_tables(spec_.inv_freq, 0, std::min(spec_.max_seq_len, kTablePositions), embeddings_.device());
   cos_table_ = c;
   sin_table_ = s;
 }
@@ -97,7 +97,8 @@ Tensor Decoder::attention(const DecoderLayer& l, const Tensor& x, size_t index_p
 
 Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches) const {
   if (ids.rank() != 2)
-    throw Error(ErrorKind::ShapeMismatch, "forward: input ids must be [b, t], got " + ids.shape().to_string());
+    throw Error(ErrorKind::ShapeMismatch,
+                "forward: input ids must be [b, t], got " + ids.shape().to_string());
   if (caches && caches->size() != layers_.size())
     throw Error(ErrorKind::InvalidArgument, "forward: the cache has " + std::to_string(caches->size()) +
                                                 " layers, the model " + std::to_string(layers_.size()));

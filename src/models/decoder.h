@@ -38,7 +38,8 @@ struct DecoderSpec {
 
 class Decoder {
  public:
-  Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> layers, Tensor final_norm, Proj lm_head);
+  Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> layers, Tensor final_norm,
+          Proj lm_head);
   // ids [b, t] at index_pos..; with caches: appended to (index_pos must be their length) and the
   // last position's logits [b, vocab]; without: [b, t, vocab]. Logits f32.
   Tensor forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches) const;

@@ -14,8 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxDim = size_t{1} << 20;     // hidden, intermediate, head dims
-constexpr size_t kMaxVocab = size_t{1} << 24;   // vocabulary
+constexpr size_t kMaxDim = size_t{1} << 20;    // hidden, intermediate, head dims
+constexpr size_t kMaxVocab = size_t{1} << 24;  // vocabulary
 constexpr size_t kMaxLayers = 4096;
 constexpr size_t kMaxPositions = size_t{1} << 24;
 
@@ -38,11 +38,13 @@ size_t get_size(const json& j, const char* key, size_t max, std::optional<size_t
   if (!v->is_number_integer()) throw config_error(key, "expected an integer");
   if (v->is_number_unsigned()) {
     uint64_t x = v->get<uint64_t>();
-    if (x > max) throw config_error(key, std::to_string(x) + " is out of range (max " + std::to_string(max) + ")");
+    if (x > max)
+      throw config_error(key, std::to_string(x) + " is out of range (max " + std::to_string(max) + ")");
     return static_cast<size_t>(x);
   }
   int64_t x = v->get<int64_t>();
-  if (x < 0 || static_cast<uint64_t>(x) > max) throw config_error(key, std::to_string(x) + " is out of range");
+  if (x < 0 || static_cast<uint64_t>(x) > max)
+    throw config_error(key, std::to_string(x) + " is out of range");
   return static_cast<size_t>(x);
 }
 
@@ -87,30 +89,35 @@ std::vector<uint32_t> get_token_ids(const json& j, const char* key) {
   return out;
 }
 
+// rope_scaling (the older form) or rope_parameters (transformers 5: it also holds rope_theta)
 RopeScaling parse_rope_scaling(const json& j) {
   RopeScaling r;
-  const json* v = find(j, "rope_scaling");
+  const char* key = find(j, "rope_parameters") ? "rope_parameters" : "rope_scaling";
+  const json* v = find(j, key);
   if (!v) return r;
-  if (!v->is_object()) throw config_error("rope_scaling", "expected an object");
+  if (!v->is_object()) throw config_error(key, "expected an object");
   std::string type = get_string(*v, "rope_type", get_string(*v, "type", "default"));
   if (type == "default") return r;
   r.factor = get_double(*v, "factor", 1.0);
-  if (!(r.factor > 0.0)) throw config_error("rope_scaling.factor", "must be > 0");
+  if (!(r.factor > 0.0)) throw config_error(std::string(key) + ".factor", "must be > 0");
   if (type == "linear") {
     r.kind = RopeScaling::Linear;
   } else if (type == "llama3") {
     r.kind = RopeScaling::Llama3;
     r.low_freq_factor = get_double(*v, "low_freq_factor", 1.0);
     r.high_freq_factor = get_double(*v, "high_freq_factor", 4.0);
-    r.original_max_position_embeddings = get_size(*v, "original_max_position_embeddings", kMaxPositions, 8192);
+    r.original_max_position_embeddings =
+        get_size(*v, "original_max_position_embeddings", kMaxPositions, 8192);
     if (!(r.low_freq_factor > 0.0) || !(r.high_freq_factor > r.low_freq_factor) ||
         r.original_max_position_embeddings == 0)
-      throw config_error("rope_scaling", "llama3 needs 0 < low_freq_factor < high_freq_factor and "
-                                         "original_max_position_embeddings > 0");
+      throw config_error(key,
+                         "llama3 needs 0 < low_freq_factor < high_freq_factor and "
+                         "original_max_position_embeddings > 0");
   } else {
-    throw Error(ErrorKind::UnsupportedOp,
-                "config.json: rope_scaling type '" + io::excerpt(type, 40) + "' is not supported (default, "
-                "linear, llama3)");
+    throw Error(ErrorKind::UnsupportedOp, "config.json: " + std::string(key) + " type '" +
+                                              io::excerpt(type, 40) +
+                                              "' is not supported (default, "
+                                              "linear, llama3)");
   }
   return r;
 }
@@ -128,12 +135,14 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
   if (!j.is_object()) throw Error(ErrorKind::Parse, "config.json: expected an object");
   LlamaConfig c;
   c.model_type = get_string(j, "model_type", "llama");
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" && c.model_type != "qwen3")
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
+      c.model_type != "qwen3")
     throw Error(ErrorKind::UnsupportedOp, "config.json: model_type '" + io::excerpt(c.model_type, 40) +
                                               "' is not a llama-family model (llama, mistral, qwen2, qwen3)");
   const std::string act = get_string(j, "hidden_act", "silu");
   if (act != "silu")
-    throw Error(ErrorKind::UnsupportedOp, "config.json: hidden_act '" + io::excerpt(act, 40) + "' (expected silu)");
+    throw Error(ErrorKind::UnsupportedOp,
+                "config.json: hidden_act '" + io::excerpt(act, 40) + "' (expected silu)");
   c.hidden_size = get_size(j, "hidden_size", kMaxDim);
   c.intermediate_size = get_size(j, "intermediate_size", kMaxDim);
   c.vocab_size = get_size(j, "vocab_size", kMaxVocab);
@@ -158,6 +167,8 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
   c.rms_norm_eps = get_double(j, "rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps >= 0.0)) throw config_error("rms_norm_eps", "must be >= 0");
   c.rope_theta = get_double(j, "rope_theta", 10000.0);
+  if (const json* rp = find(j, "rope_parameters"); rp && rp->is_object())
+    c.rope_theta = get_double(*rp, "rope_theta", c.rope_theta);
   if (!(c.rope_theta > 0.0)) throw config_error("rope_theta", "must be > 0");
   c.rope_scaling = parse_rope_scaling(j);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
@@ -177,6 +188,24 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
       c.max_window_layers = get_size(j, "max_window_layers", kMaxLayers, 0);
     }
   }
+  if (const json* lt = find(j, "layer_types")) {
+    // transformers 5 names each layer's attention; it overrides max_window_layers
+    if (!lt->is_array() || lt->size() != c.num_hidden_layers)
+      throw config_error("layer_types", "expected one string per layer");
+    for (const auto& t : *lt) {
+      if (!t.is_string()) throw config_error("layer_types", "expected strings");
+      const std::string name = t.get<std::string>();
+      if (name != "full_attention" && name != "sliding_attention")
+        throw Error(ErrorKind::UnsupportedOp,
+                    "config.json: layer type '" + io::excerpt(name, 40) + "' is not supported");
+      c.sliding_layers.push_back(name == "sliding_attention");
+    }
+    if (!c.sliding_window && find(j, "sliding_window"))
+      c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
+    for (bool sl : c.sliding_layers)
+      if (sl && !c.sliding_window)
+        throw config_error("layer_types", "a sliding layer without sliding_window");
+  }
   if (c.sliding_window && *c.sliding_window == 0) throw config_error("sliding_window", "must be > 0");
   auto bos = get_token_ids(j, "bos_token_id");
   if (!bos.empty()) c.bos_token_id = bos[0];
@@ -186,6 +215,8 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
 
 std::optional<size_t> LlamaConfig::layer_window(size_t layer) const {
   if (!sliding_window) return std::nullopt;
+  if (!sliding_layers.empty())
+    return layer < sliding_layers.size() && sliding_layers[layer] ? sliding_window : std::nullopt;
   if ((model_type == "qwen2" || model_type == "qwen3") && layer < max_window_layers) return std::nullopt;
   return sliding_window;
 }
@@ -210,8 +241,8 @@ std::vector<float> rope_inv_freq(size_t head_dim, double theta, const RopeScalin
       if (wavelen > low_wavelen) {
         f = static_cast<float>(f / scaling.factor);
       } else if (wavelen >= high_wavelen) {
-        const double smooth =
-            (old_ctx / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
+        const double smooth = (old_ctx / wavelen - scaling.low_freq_factor) /
+                              (scaling.high_freq_factor - scaling.low_freq_factor);
         f = static_cast<float>((1.0 - smooth) * f / scaling.factor + smooth * f);
       }
     }
@@ -243,7 +274,8 @@ detail::Proj linear(size_t in, size_t out, bool bias, const nn::VarBuilder& vb) 
 }  // namespace
 
 Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
-  const size_t h = cfg.hidden_size, hd = cfg.head_dim, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
+  const size_t h = cfg.hidden_size, hd = cfg.head_dim, nh = cfg.num_attention_heads,
+               nkv = cfg.num_key_value_heads;
   nn::VarBuilder m = vb.pp("model");
   Tensor embed = m.pp("embed_tokens").get({cfg.vocab_size, h}, "weight");
   std::vector<detail::DecoderLayer> layers;
@@ -251,19 +283,18 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
   for (size_t i = 0; i < cfg.num_hidden_layers; ++i) {
     nn::VarBuilder lb = m.pp("layers").pp(std::to_string(i));
     nn::VarBuilder at = lb.pp("self_attn"), mlp = lb.pp("mlp");
-    detail::DecoderLayer l{
-        lb.pp("input_layernorm").get_with_hints({h}, "weight", nn::init::ONE),
-        lb.pp("post_attention_layernorm").get_with_hints({h}, "weight", nn::init::ONE),
-        std::nullopt,
-        std::nullopt,
-        linear(h, nh * hd, cfg.qkv_bias, at.pp("q_proj")),
-        linear(h, nkv * hd, cfg.qkv_bias, at.pp("k_proj")),
-        linear(h, nkv * hd, cfg.qkv_bias, at.pp("v_proj")),
-        linear(nh * hd, h, cfg.o_bias, at.pp("o_proj")),
-        linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj")),
-        linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj")),
-        linear(cfg.intermediate_size, h, cfg.mlp_bias, mlp.pp("down_proj")),
-        cfg.layer_window(i)};
+    detail::DecoderLayer l{lb.pp("input_layernorm").get_with_hints({h}, "weight", nn::init::ONE),
+                           lb.pp("post_attention_layernorm").get_with_hints({h}, "weight", nn::init::ONE),
+                           std::nullopt,
+                           std::nullopt,
+                           linear(h, nh * hd, cfg.qkv_bias, at.pp("q_proj")),
+                           linear(h, nkv * hd, cfg.qkv_bias, at.pp("k_proj")),
+                           linear(h, nkv * hd, cfg.qkv_bias, at.pp("v_proj")),
+                           linear(nh * hd, h, cfg.o_bias, at.pp("o_proj")),
+                           linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj")),
+                           linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj")),
+                           linear(cfg.intermediate_size, h, cfg.mlp_bias, mlp.pp("down_proj")),
+                           cfg.layer_window(i)};
     if (cfg.qk_norm) {
       l.q_norm = at.pp("q_norm").get_with_hints({hd}, "weight", nn::init::ONE);
       l.k_norm = at.pp("k_norm").get_with_hints({hd}, "weight", nn::init::ONE);
@@ -291,7 +322,9 @@ Tensor Llama::forward(const Tensor& input_ids, size_t index_pos, Cache& cache) c
   return impl_->decoder.forward(input_ids, index_pos, &cache.layers());
 }
 
-Tensor Llama::forward_all(const Tensor& input_ids) const { return impl_->decoder.forward(input_ids, 0, nullptr); }
+Tensor Llama::forward_all(const Tensor& input_ids) const {
+  return impl_->decoder.forward(input_ids, 0, nullptr);
+}
 
 const LlamaConfig& Llama::config() const { return impl_->cfg; }
 

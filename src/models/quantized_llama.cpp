@@ -18,7 +18,8 @@ constexpr uint64_t kMaxDim = uint64_t{1} << 20;
 constexpr uint64_t kMaxLayers = 4096;
 constexpr uint64_t kMaxPositions = uint64_t{1} << 24;
 
-uint64_t meta_u64(const gg::Content& ct, const std::string& key, uint64_t max, std::optional<uint64_t> dflt = {}) {
+uint64_t meta_u64(const gg::Content& ct, const std::string& key, uint64_t max,
+                  std::optional<uint64_t> dflt = {}) {
   const gg::Value* v = ct.find(key);
   if (!v) {
     if (dflt) return *dflt;
@@ -30,7 +31,8 @@ uint64_t meta_u64(const gg::Content& ct, const std::string& key, uint64_t max, s
   } catch (const Error&) {
     throw Error(ErrorKind::InvalidArgument, "gguf: " + key + " is not an unsigned integer");
   }
-  if (x > max) throw Error(ErrorKind::InvalidArgument, "gguf: " + key + " = " + std::to_string(x) + " is out of range");
+  if (x > max)
+    throw Error(ErrorKind::InvalidArgument, "gguf: " + key + " = " + std::to_string(x) + " is out of range");
   return x;
 }
 
@@ -49,12 +51,14 @@ double meta_f64(const gg::Content& ct, const std::string& key, double dflt) {
 }
 
 // The tensor `name` checked to have `shape`.
-quantized::QTensor qtensor(const gg::Content& ct, const std::string& name, const Shape& shape, const Device& dev) {
+quantized::QTensor qtensor(const gg::Content& ct, const std::string& name, const Shape& shape,
+                           const Device& dev) {
   auto it = ct.tensor_infos.find(name);
   if (it == ct.tensor_infos.end()) throw Error(ErrorKind::InvalidArgument, "gguf: missing tensor " + name);
   if (it->second.shape != shape)
-    throw Error(ErrorKind::ShapeMismatch, "gguf: tensor " + name + " has shape " + it->second.shape.to_string() +
-                                              ", expected " + shape.to_string());
+    throw Error(ErrorKind::ShapeMismatch, "gguf: tensor " + name + " has shape " +
+                                              it->second.shape.to_string() + ", expected " +
+                                              shape.to_string());
   return ct.tensor(name, dev);
 }
 
@@ -83,8 +87,8 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     throw Error(ErrorKind::InvalidArgument, "gguf: general.architecture is missing or not a string");
   const std::string arch = a->to_string();
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
-    throw Error(ErrorKind::UnsupportedOp, "gguf: architecture '" + io::excerpt(arch, 40) +
-                                              "' is not supported (llama, qwen2, qwen3)");
+    throw Error(ErrorKind::UnsupportedOp,
+                "gguf: architecture '" + io::excerpt(arch, 40) + "' is not supported (llama, qwen2, qwen3)");
   const std::string p = arch + ".";
   const size_t dim = meta_u64(ct, p + "embedding_length", kMaxDim);
   const size_t n_layers = meta_u64(ct, p + "block_count", kMaxLayers);
@@ -95,19 +99,21 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   if (dim == 0 || ffn == 0 || heads == 0 || kv_heads == 0 || heads % kv_heads != 0 || ctx == 0)
     throw Error(ErrorKind::InvalidArgument, "gguf: inconsistent head counts or sizes");
   if (!ct.find(p + "attention.key_length") && dim % heads != 0)
-    throw Error(ErrorKind::InvalidArgument, "gguf: no attention.key_length and the embedding length is not a "
-                                            "multiple of the head count");
+    throw Error(ErrorKind::InvalidArgument,
+                "gguf: no attention.key_length and the embedding length is not a "
+                "multiple of the head count");
   const size_t hd = meta_u64(ct, p + "attention.key_length", kMaxDim, dim / heads);
   const size_t rope_dim = meta_u64(ct, p + "rope.dimension_count", kMaxDim, hd);
   if (hd == 0 || hd % 2 != 0 || heads * hd > kMaxDim)
     throw Error(ErrorKind::InvalidArgument, "gguf: the head size must be even and > 0");
   if (rope_dim != hd)
     throw Error(ErrorKind::UnsupportedOp, "gguf: partial rotary embeddings (rope.dimension_count " +
-                                              std::to_string(rope_dim) + " of head size " + std::to_string(hd) +
-                                              ") are not supported");
+                                              std::to_string(rope_dim) + " of head size " +
+                                              std::to_string(hd) + ") are not supported");
   const double eps = meta_f64(ct, p + "attention.layer_norm_rms_epsilon", 1e-5);
   const double theta = meta_f64(ct, p + "rope.freq_base", 10000.0);
-  if (!(theta > 0.0) || !(eps >= 0.0)) throw Error(ErrorKind::InvalidArgument, "gguf: bad rope.freq_base or eps");
+  if (!(theta > 0.0) || !(eps >= 0.0))
+    throw Error(ErrorKind::InvalidArgument, "gguf: bad rope.freq_base or eps");
 
   llama::RopeScaling scaling;
   if (const gg::Value* st = ct.find(p + "rope.scaling.type")) {
@@ -115,9 +121,11 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     if (type == "linear") {
       scaling.kind = llama::RopeScaling::Linear;
       scaling.factor = meta_f64(ct, p + "rope.scaling.factor", 1.0);
-      if (!(scaling.factor > 0.0)) throw Error(ErrorKind::InvalidArgument, "gguf: rope.scaling.factor must be > 0");
+      if (!(scaling.factor > 0.0))
+        throw Error(ErrorKind::InvalidArgument, "gguf: rope.scaling.factor must be > 0");
     } else if (type != "none") {
-      throw Error(ErrorKind::UnsupportedOp, "gguf: rope scaling '" + io::excerpt(type, 40) + "' is not supported");
+      throw Error(ErrorKind::UnsupportedOp,
+                  "gguf: rope scaling '" + io::excerpt(type, 40) + "' is not supported");
     }
   }
   std::vector<float> inv_freq = llama::rope_inv_freq(hd, theta, scaling);
@@ -129,8 +137,8 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     }
   }
 
-  const auto* vocab_info = ct.tensor_infos.count("token_embd.weight") ? &ct.tensor_infos.at("token_embd.weight")
-                                                                       : nullptr;
+  const auto* vocab_info =
+      ct.tensor_infos.count("token_embd.weight") ? &ct.tensor_infos.at("token_embd.weight") : nullptr;
   if (!vocab_info || vocab_info->shape.rank() != 2)
     throw Error(ErrorKind::InvalidArgument, "gguf: missing or malformed token_embd.weight");
   const size_t vocab = vocab_info->shape.dims()[0];

@@ -25,7 +25,8 @@ AttnShape check_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   detail::check_same_device(q, v, op);
   auto bad = [&](const char* why) {
     return Error(ErrorKind::ShapeMismatch, std::string(op) + ": " + why + ", q: " + q.shape().to_string() +
-                                               ", k: " + k.shape().to_string() + ", v: " + v.shape().to_string());
+                                               ", k: " + k.shape().to_string() +
+                                               ", v: " + v.shape().to_string());
   };
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) throw bad("expected [b, h, t, d] operands");
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
@@ -99,7 +100,8 @@ Tensor scaled_dot_product_attention_slow(const Tensor& q, const Tensor& k, const
   // grouped heads: query head kvh * g + j is row (j, t) of kv head kvh's [g * tq, d] block
   Tensor q2 = q.contiguous().reshape({s.b, s.hkv, g * s.tq, s.d});
   Tensor scores = q2.matmul(k.transpose(2, 3)).to_dtype(DType::F32) * scale;
-  if (p.softcap > 0.0f) scores = (scores / static_cast<double>(p.softcap)).tanh() * static_cast<double>(p.softcap);
+  if (p.softcap > 0.0f)
+    scores = (scores / static_cast<double>(p.softcap)).tanh() * static_cast<double>(p.softcap);
   if (p.causal || p.sliding_window > 0) {
     std::vector<float> mask(s.tq * s.tk, 0.0f);
     const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -112,7 +114,8 @@ Tensor scaled_dot_product_attention_slow(const Tensor& q, const Tensor& k, const
       }
     }
     Tensor m = Tensor::from_vec(mask, {s.tq, s.tk}, q.device());
-    scores = scores.reshape({s.b, s.hkv, g, s.tq, s.tk}).broadcast_add(m).reshape({s.b, s.hkv, g * s.tq, s.tk});
+    scores =
+        scores.reshape({s.b, s.hkv, g, s.tq, s.tk}).broadcast_add(m).reshape({s.b, s.hkv, g * s.tq, s.tk});
   }
   Tensor probs = softmax_last_dim(scores).to_dtype(q.dtype());
   return probs.matmul(v.contiguous()).reshape({s.b, s.h, s.tq, s.dv});
@@ -126,7 +129,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return scaled_dot_product_attention_slow(q, k, v, scale, causal, sliding_window, softcap);
   AttnShape s = check_attention(q, k, v, op);
   AttentionParams p = params(scale, causal, sliding_window, softcap, op);
-  auto composed = [&] { return scaled_dot_product_attention_slow(q, k, v, scale, causal, sliding_window, softcap); };
+  auto composed = [&] {
+    return scaled_dot_product_attention_slow(q, k, v, scale, causal, sliding_window, softcap);
+  };
   return q.apply_op3_no_bwd(k, v, AttentionOp(p, Shape{s.b, s.h, s.tq, s.dv}, composed));
 }
 

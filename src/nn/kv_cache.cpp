@@ -8,8 +8,8 @@ namespace candle::nn::kv_cache {
 
 Tensor Cache::append(const Tensor& src) {
   if (dim_ >= src.rank())
-    throw Error(ErrorKind::InvalidArgument, "kv-cache: dim " + std::to_string(dim_) + " out of range for " +
-                                                src.shape().to_string());
+    throw Error(ErrorKind::InvalidArgument,
+                "kv-cache: dim " + std::to_string(dim_) + " out of range for " + src.shape().to_string());
   const size_t t = src.dim(dim_);
   if (t > max_seq_len_ || len_ > max_seq_len_ - t)
     throw Error(ErrorKind::InvalidArgument, "kv-cache: " + std::to_string(len_) + " + " + std::to_string(t) +
@@ -18,7 +18,8 @@ Tensor Cache::append(const Tensor& src) {
   if (buf_) {
     std::vector<size_t> want = buf_->dims();
     want[dim_] = t;
-    if (Shape(want) != src.shape() || src.dtype() != buf_->dtype() || !src.device().same_device(buf_->device()))
+    if (Shape(want) != src.shape() || src.dtype() != buf_->dtype() ||
+        !src.device().same_device(buf_->device()))
       throw Error(ErrorKind::ShapeMismatch, "kv-cache: appending " + src.shape().to_string() + " " +
                                                 std::string(dtype_name(src.dtype())) + " to a cache of " +
                                                 buf_->shape().to_string() + " " +

@@ -1,5 +1,7 @@
 // nn::ops::scaled_dot_product_attention (the fused CPU kernel against the tensor-op version)
 // and nn::KvCache.
+#include "candle/nn/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "candle/candle.h"
-#include "candle/nn/attention.h"
 #include "candle/nn/kv_cache.h"
 #include "candle/utils.h"
 
@@ -35,11 +36,11 @@ struct Case {
 // decode (tq 1), prefill with an offset (tq < tk), GQA, windows, soft-capping, tiles beyond one
 // block of queries (16) and keys (64)
 const Case kCases[] = {
-    {1, 4, 4, 1, 1, 8, true, {}, {}},      {1, 4, 2, 1, 37, 16, true, {}, {}},
-    {2, 8, 2, 5, 5, 16, true, {}, {}},     {1, 6, 3, 19, 150, 32, true, {}, {}},
-    {1, 4, 1, 70, 70, 64, true, {}, {}},   {2, 4, 2, 33, 100, 16, false, {}, {}},
-    {1, 4, 2, 40, 90, 16, true, 7, {}},    {1, 2, 2, 1, 200, 8, true, 64, {}},
-    {1, 4, 2, 12, 30, 16, true, {}, 5.0},  {1, 4, 4, 130, 130, 8, true, 50, 20.0},
+    {1, 4, 4, 1, 1, 8, true, {}, {}},     {1, 4, 2, 1, 37, 16, true, {}, {}},
+    {2, 8, 2, 5, 5, 16, true, {}, {}},    {1, 6, 3, 19, 150, 32, true, {}, {}},
+    {1, 4, 1, 70, 70, 64, true, {}, {}},  {2, 4, 2, 33, 100, 16, false, {}, {}},
+    {1, 4, 2, 40, 90, 16, true, 7, {}},   {1, 2, 2, 1, 200, 8, true, 64, {}},
+    {1, 4, 2, 12, 30, 16, true, {}, 5.0}, {1, 4, 4, 130, 130, 8, true, 50, 20.0},
 };
 
 }  // namespace
@@ -54,7 +55,8 @@ TEST(Attention, FusedEqualsSlowF32) {
     Tensor fused = ops::scaled_dot_product_attention(q, k, v, scale, c.causal, c.window, c.softcap);
     Tensor slow = ops::scaled_dot_product_attention_slow(q, k, v, scale, c.causal, c.window, c.softcap);
     ASSERT_EQ(fused.shape(), (Shape{c.b, c.h, c.tq, c.d}));
-    EXPECT_LT(max_abs_diff(fused, slow), 2e-5f) << "tq " << c.tq << " tk " << c.tk << " h " << c.h << "/" << c.hkv;
+    EXPECT_LT(max_abs_diff(fused, slow), 2e-5f)
+        << "tq " << c.tq << " tk " << c.tk << " h " << c.h << "/" << c.hkv;
   }
 }
 
@@ -63,13 +65,14 @@ TEST(Attention, FusedEqualsSlowF32) {
 TEST(Attention, FusedHalfPrecisionMatchesF32Reference) {
   for (DType dt : {DType::F16, DType::BF16}) {
     for (const Case& c : kCases) {
-      Tensor q = randn({c.b, c.h, c.tq, c.d}, 4).to_dtype(dt), k = randn({c.b, c.hkv, c.tk, c.d}, 5).to_dtype(dt),
+      Tensor q = randn({c.b, c.h, c.tq, c.d}, 4).to_dtype(dt),
+             k = randn({c.b, c.hkv, c.tk, c.d}, 5).to_dtype(dt),
              v = randn({c.b, c.hkv, c.tk, c.d}, 6).to_dtype(dt);
       Tensor fused = ops::scaled_dot_product_attention(q, k, v, 0.25, c.causal, c.window, c.softcap);
       ASSERT_EQ(fused.dtype(), dt);
-      Tensor want = ops::scaled_dot_product_attention_slow(q.to_dtype(DType::F32), k.to_dtype(DType::F32),
-                                                           v.to_dtype(DType::F32), 0.25, c.causal, c.window,
-                                                           c.softcap);
+      Tensor want =
+          ops::scaled_dot_product_attention_slow(q.to_dtype(DType::F32), k.to_dtype(DType::F32),
+                                                 v.to_dtype(DType::F32), 0.25, c.causal, c.window, c.softcap);
       const float tol = dt == DType::F16 ? 2e-3f : 1.6e-2f;
       EXPECT_LT(max_abs_diff(fused, want), tol) << dtype_name(dt) << " tq " << c.tq << " tk " << c.tk;
     }
@@ -102,7 +105,8 @@ TEST(Attention, StridedViews) {
   Tensor kbuf = randn({1, 2, 64, 16}, 8), vbuf = randn({1, 2, 64, 16}, 9);
   Tensor k = kbuf.narrow(2, 0, 20), v = vbuf.narrow(2, 0, 20);
   Tensor fused = ops::scaled_dot_product_attention(q, k, v, 0.25, true);
-  Tensor slow = ops::scaled_dot_product_attention_slow(q.contiguous(), k.contiguous(), v.contiguous(), 0.25, true);
+  Tensor slow =
+      ops::scaled_dot_product_attention_slow(q.contiguous(), k.contiguous(), v.contiguous(), 0.25, true);
   EXPECT_LT(max_abs_diff(fused, slow), 2e-5f);
 }
 

@@ -259,9 +259,9 @@ class BackendStorage {
   // `this` = q [b, h, tq, d]; k [b, hkv, tk, d], v [b, hkv, tk, dv] with h a multiple of hkv
   // (query head i reads kv head i / (h / hkv)); result [b, h, tq, dv]. CPU kernel:
   // src/cpu/attention.cpp (online softmax over key blocks, f32 accumulation).
-  virtual StoragePtr scaled_dot_product_attention(const Layout& q_l, const BackendStorage& k, const Layout& k_l,
-                                                  const BackendStorage& v, const Layout& v_l,
-                                                  const AttentionParams& p) const;
+  virtual StoragePtr scaled_dot_product_attention(const Layout& q_l, const BackendStorage& k,
+                                                  const Layout& k_l, const BackendStorage& v,
+                                                  const Layout& v_l, const AttentionParams& p) const;
 
   // ---- ops with a composed default: the default runs this device's own kernels (tensor ops
   // on untracked views of the operands: sum, max, affine, exp, index_select, ...), so a backend

@@ -49,10 +49,13 @@ struct LlamaConfig {
   // the layers from max_window_layers on)
   std::optional<size_t> sliding_window;
   size_t max_window_layers = 0;
+  // transformers 5's layer_types: true for "sliding_attention" (overrides max_window_layers)
+  std::vector<bool> sliding_layers;
   std::optional<uint32_t> bos_token_id;
   std::vector<uint32_t> eos_token_ids;
 
-  // Parses a config.json (hostile input: a clear Error(Parse / InvalidArgument / UnsupportedOp)
+  // Parses a config.json, with the rope settings either as rope_theta + rope_scaling or as
+  // transformers 5's rope_parameters (hostile input: a clear Error(Parse / InvalidArgument / UnsupportedOp)
   // naming the key on anything missing, mistyped, out of range or unknown, e.g. an unknown
   // model_type or rope_scaling type).
   static LlamaConfig from_json(std::string_view json);
