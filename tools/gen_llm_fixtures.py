@@ -15,6 +15,7 @@ the logits and the greedy continuation are not degenerate), rounded to f16, and
 Runs on the GPU machine (PyTorch 2.11 + transformers; nothing here needs a GPU).
 """
 import argparse
+import copy
 import json
 import os
 import sys
@@ -110,8 +111,14 @@ def make_one(family, out, seed, write):
     # the reference: a fresh f32 model holding the f16-rounded weights (model.float() would keep
     # the rotary inv_freq buffers rounded to f16 by model.half(): they are not in the state dict)
     half_state = {k: v.float() for k, v in model.state_dict().items()}
-    model = model_cls(cfg).eval()
+    ref_cfg = copy.deepcopy(cfg)
+    ref_cfg.dtype = torch.float32
+    model = model_cls(ref_cfg).eval().float()
     model.load_state_dict(half_state)
+    for name, m in model.named_modules():
+        inv = getattr(m, "inv_freq", None)
+        if isinstance(inv, torch.Tensor) and inv.numel() > 1 and torch.equal(inv, inv.half().float()):
+            raise RuntimeError(f"{family}: {name}.inv_freq is still rounded to f16")
     ids = torch.randint(3, V, (1, T), generator=gen)
     with torch.no_grad():
         logits = model(ids).logits.float()

@@ -40,9 +40,15 @@ class Transformers : public ::testing::TestWithParam<const char*> {};
 }  // namespace
 
 // Each prompt position's logits: the model fed one token at a time through its KV cache (so the
-// cache, the decode attention and the rope offsets are all exercised) equals transformers' batch
-// forward within 1e-4 (f32; |logits| are up to ~10); the prompt fed in one batch gives the last
-// position within 1e-4 too; and the 32 greedy tokens are transformers' exactly.
+// cache, the decode attention and the rope offsets are all exercised) against transformers' batch
+// forward; the prompt fed in one batch against its last position; and the 32 greedy tokens, which
+// must be transformers' exactly (the fixtures' top-1/top-2 margins are >= 0.022).
+// Tolerance 5e-3 on |logits| up to ~5 (measured: 7e-4 .. 3.0e-3). The difference is the rotary
+// frequencies: with inv_freq rounded to f16 the logits equal the reference within 6.4e-6 for all
+// five families, so transformers 5.17's rotary embedding behaves, on this path, as if its
+// frequencies were f16 (tools/gen_llm_fixtures.py builds the reference in f32 and checks that its
+// inv_freq buffers are not f16-rounded; the cause is not found yet). Here they are f32 (as
+// transformers 4 and candle compute them).
 TEST_P(Transformers, LogitsAndGreedyTokens) {
   const std::string family = GetParam();
   Expected e = expected(family);
@@ -55,11 +61,11 @@ TEST_P(Transformers, LogitsAndGreedyTokens) {
     Tensor want = e.logits.narrow(1, p, 1).squeeze(1);
     worst = std::max(worst, (got - want).abs().flatten_all().max(0).to_scalar<float>());
   }
-  EXPECT_LT(worst, 1e-4f) << family << ": token-by-token logits";
+  EXPECT_LT(worst, 5e-3f) << family << ": token-by-token logits";
   lm->clear_kv_cache();
   Tensor last = lm->forward(ids(e.prompt), 0);
   float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
-  EXPECT_LT(d, 1e-4f) << family << ": batched prompt";
+  EXPECT_LT(d, 5e-3f) << family << ": batched prompt";
 
   std::vector<uint32_t> seq = e.prompt;
   for (size_t i = 0; i + t < e.greedy.size(); ++i) {
