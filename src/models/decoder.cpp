@@ -46,21 +46,25 @@ Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> 
       layers_(std::move(layers)),
       final_norm_(std::move(final_norm)),
       lm_head_(std::move(lm_head)) {
-  if (spec_.inv_freq.size() * 2 != spec_.head_dim)
-    throw Error(ErrorKind::Internal, "decoder: rope frequencies do not match the head size");
-  auto [c, s] =
-      compute_tables(spec_.inv_freq, 0, std::min(spec_.max_seq_len, kTablePositions), embeddings_.device());
-  cos_table_ = c;
-  sin_table_ = s;
+  for (const auto& f : spec_.inv_freqs) {
+    if (f.size() * 2 != spec_.head_dim)
+      throw Error(ErrorKind::Internal, "decoder: rope frequencies do not match the head size");
+    auto [c, s] = compute_tables(f, 0, std::min(spec_.max_seq_len, kTablePositions), embeddings_.device());
+    cos_tables_.push_back(c);
+    sin_tables_.push_back(s);
+  }
+  for (const auto& l : layers_)
+    if (l.rope_set >= spec_.inv_freqs.size())
+      throw Error(ErrorKind::Internal, "decoder: a layer's rope set does not exist");
 }
 
-std::pair<Tensor, Tensor> Decoder::rope_tables(size_t pos, size_t t, DType dtype) const {
+std::pair<Tensor, Tensor> Decoder::rope_tables(size_t set, size_t pos, size_t t, DType dtype) const {
   Tensor c, s;
-  if (pos + t <= cos_table_.dim(0)) {
-    c = cos_table_.narrow(0, pos, t);
-    s = sin_table_.narrow(0, pos, t);
+  if (pos + t <= cos_tables_[set].dim(0)) {
+    c = cos_tables_[set].narrow(0, pos, t);
+    s = sin_tables_[set].narrow(0, pos, t);
   } else {
-    std::tie(c, s) = compute_tables(spec_.inv_freq, pos, t, embeddings_.device());
+    std::tie(c, s) = compute_tables(spec_.inv_freqs[set], pos, t, embeddings_.device());
   }
   return {c.to_dtype(dtype), s.to_dtype(dtype)};
 }
@@ -90,8 +94,8 @@ Tensor Decoder::attention(const DecoderLayer& l, const Tensor& x, size_t index_p
                                                   std::to_string(cache->current_seq_len()));
     std::tie(k, v) = cache->append(k, v);
   }
-  Tensor y = nn::ops::scaled_dot_product_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(hd)), true,
-                                                   l.window);
+  const double scale = spec_.attn_scale > 0.0 ? spec_.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  Tensor y = nn::ops::scaled_dot_product_attention(q, k, v, scale, true, l.window, spec_.attn_softcap);
   return l.o.forward(y.transpose(1, 2).reshape({b, t, spec_.heads * hd}));
 }
 
@@ -110,18 +114,28 @@ Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvC
                                                 std::to_string(spec_.max_seq_len));
   Tensor ids_u32 = ids.dtype() == DType::U32 ? ids : ids.to_dtype(DType::U32);
   Tensor x = embeddings_.embedding(ids_u32);
-  auto [cos, sin] = rope_tables(index_pos, t, x.dtype());
+  if (spec_.embed_scale > 0.0) x = x * spec_.embed_scale;
+  std::vector<std::pair<Tensor, Tensor>> tables;
+  for (size_t set = 0; set < spec_.inv_freqs.size(); ++set)
+    tables.push_back(rope_tables(set, index_pos, t, x.dtype()));
   const float eps = static_cast<float>(spec_.eps);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& l = layers_[i];
+    const auto& [cos, sin] = tables[l.rope_set];
     Tensor h = nn::ops::rms_norm(x, l.attn_norm, eps);
-    x = x + attention(l, h, index_pos, cos, sin, caches ? &(*caches)[i] : nullptr);
+    h = attention(l, h, index_pos, cos, sin, caches ? &(*caches)[i] : nullptr);
+    if (l.post_attn_norm) h = nn::ops::rms_norm(h, *l.post_attn_norm, eps);
+    x = x + h;
     h = nn::ops::rms_norm(x, l.ffn_norm, eps);
-    x = x + l.down.forward(l.gate.forward(h).silu() * l.up.forward(h));
+    Tensor g = l.gate.forward(h);
+    h = l.down.forward((spec_.gelu_mlp ? g.gelu() : g.silu()) * l.up.forward(h));
+    if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
+    x = x + h;
   }
   if (caches) x = x.narrow(1, t - 1, 1);
   x = nn::ops::rms_norm(x, final_norm_, eps);
   Tensor logits = lm_head_.forward(x).to_dtype(DType::F32);
+  if (spec_.final_softcap) logits = (logits / *spec_.final_softcap).tanh() * *spec_.final_softcap;
   return caches ? logits.squeeze(1) : logits;
 }
 

@@ -26,14 +26,21 @@ struct DecoderLayer {
   std::optional<Tensor> q_norm, k_norm;  // [head_dim]
   Proj q, k, v, o, gate, up, down;
   std::optional<size_t> window;
+  // gemma2 / gemma3: norms of the attention and MLP outputs before the residual adds
+  std::optional<Tensor> post_attn_norm, post_ffn_norm;
+  size_t rope_set = 0;  // which of the spec's frequency sets (gemma3: local vs global layers)
 };
 
 struct DecoderSpec {
   size_t heads = 0, kv_heads = 0, head_dim = 0;
   double eps = 1e-6;
-  bool interleaved_rope = false;  // rope_i (llama GGUFs) instead of rope (halves)
-  std::vector<float> inv_freq;    // head_dim / 2
+  bool interleaved_rope = false;              // rope_i (llama GGUFs) instead of rope (halves)
+  std::vector<std::vector<float>> inv_freqs;  // one or more sets of head_dim / 2 frequencies
   size_t max_seq_len = 4096;
+  double attn_scale = 0.0;   // 0: 1 / sqrt(head_dim)
+  double embed_scale = 0.0;  // 0: none (gemma: sqrt(hidden))
+  bool gelu_mlp = false;     // gelu (tanh) instead of silu
+  std::optional<double> attn_softcap, final_softcap;
 };
 
 class Decoder {
@@ -48,8 +55,8 @@ class Decoder {
   size_t vocab_size() const { return embeddings_.dim(0); }
 
  private:
-  // cos / sin [t, head_dim / 2] for positions pos..pos+t-1, in dtype
-  std::pair<Tensor, Tensor> rope_tables(size_t pos, size_t t, DType dtype) const;
+  // cos / sin [t, head_dim / 2] of frequency set `set` for positions pos..pos+t-1, in dtype
+  std::pair<Tensor, Tensor> rope_tables(size_t set, size_t pos, size_t t, DType dtype) const;
   Tensor attention(const DecoderLayer& l, const Tensor& x, size_t index_pos, const Tensor& cos,
                    const Tensor& sin, nn::KvCache* cache) const;
   DecoderSpec spec_;
@@ -57,7 +64,8 @@ class Decoder {
   std::vector<DecoderLayer> layers_;
   Tensor final_norm_;
   Proj lm_head_;
-  Tensor cos_table_, sin_table_;  // [min(max_seq_len, kTablePositions), head_dim / 2] f32
+  // per frequency set: [min(max_seq_len, kTablePositions), head_dim / 2] f32
+  std::vector<Tensor> cos_tables_, sin_tables_;
 };
 
 }  // namespace candle::models::detail

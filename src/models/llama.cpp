@@ -90,16 +90,14 @@ std::vector<uint32_t> get_token_ids(const json& j, const char* key) {
 }
 
 // rope_scaling (the older form) or rope_parameters (transformers 5: it also holds rope_theta)
-RopeScaling parse_rope_scaling(const json& j) {
+RopeScaling parse_rope_scaling(const json* v, const std::string& key) {
   RopeScaling r;
-  const char* key = find(j, "rope_parameters") ? "rope_parameters" : "rope_scaling";
-  const json* v = find(j, key);
   if (!v) return r;
   if (!v->is_object()) throw config_error(key, "expected an object");
   std::string type = get_string(*v, "rope_type", get_string(*v, "type", "default"));
   if (type == "default") return r;
   r.factor = get_double(*v, "factor", 1.0);
-  if (!(r.factor > 0.0)) throw config_error(std::string(key) + ".factor", "must be > 0");
+  if (!(r.factor > 0.0)) throw config_error(key + ".factor", "must be > 0");
   if (type == "linear") {
     r.kind = RopeScaling::Linear;
   } else if (type == "llama3") {
@@ -114,8 +112,7 @@ RopeScaling parse_rope_scaling(const json& j) {
                          "llama3 needs 0 < low_freq_factor < high_freq_factor and "
                          "original_max_position_embeddings > 0");
   } else {
-    throw Error(ErrorKind::UnsupportedOp, "config.json: " + std::string(key) + " type '" +
-                                              io::excerpt(type, 40) +
+    throw Error(ErrorKind::UnsupportedOp, "config.json: " + key + " type '" + io::excerpt(type, 40) +
                                               "' is not supported (default, "
                                               "linear, llama3)");
   }
@@ -135,14 +132,32 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
   if (!j.is_object()) throw Error(ErrorKind::Parse, "config.json: expected an object");
   LlamaConfig c;
   c.model_type = get_string(j, "model_type", "llama");
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
-      c.model_type != "qwen3")
-    throw Error(ErrorKind::UnsupportedOp, "config.json: model_type '" + io::excerpt(c.model_type, 40) +
-                                              "' is not a llama-family model (llama, mistral, qwen2, qwen3)");
-  const std::string act = get_string(j, "hidden_act", "silu");
-  if (act != "silu")
+  const std::string& mt = c.model_type;
+  const bool gemma = mt == "gemma" || mt == "gemma2" || mt == "gemma3_text";
+  if (mt != "llama" && mt != "mistral" && mt != "qwen2" && mt != "qwen3" && !gemma)
     throw Error(ErrorKind::UnsupportedOp,
-                "config.json: hidden_act '" + io::excerpt(act, 40) + "' (expected silu)");
+                "config.json: model_type '" + io::excerpt(mt, 40) +
+                    "' is not supported (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text)");
+  const std::string act =
+      gemma ? get_string(j, "hidden_activation", get_string(j, "hidden_act", "gelu_pytorch_tanh"))
+            : get_string(j, "hidden_act", "silu");
+  if (act == "gelu_pytorch_tanh")
+    c.gelu_mlp = true;
+  else if (act != "silu")
+    throw Error(ErrorKind::UnsupportedOp, "config.json: hidden activation '" + io::excerpt(act, 40) +
+                                              "' is not supported (silu, gelu_pytorch_tanh)");
+  if (gemma) {
+    c.norm_plus_one = c.embed_scale = true;
+    c.post_norms = mt != "gemma";
+    auto positive = [&](const char* key, std::optional<double>& out) {
+      if (!find(j, key)) return;
+      out = get_double(j, key, 0.0);
+      if (!(*out > 0.0)) throw config_error(key, "must be > 0");
+    };
+    positive("query_pre_attn_scalar", c.query_pre_attn_scalar);
+    positive("attn_logit_softcapping", c.attn_logit_softcapping);
+    positive("final_logit_softcapping", c.final_logit_softcapping);
+  }
   c.hidden_size = get_size(j, "hidden_size", kMaxDim);
   c.intermediate_size = get_size(j, "intermediate_size", kMaxDim);
   c.vocab_size = get_size(j, "vocab_size", kMaxVocab);
@@ -167,10 +182,31 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
   c.rms_norm_eps = get_double(j, "rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps >= 0.0)) throw config_error("rms_norm_eps", "must be >= 0");
   c.rope_theta = get_double(j, "rope_theta", 10000.0);
-  if (const json* rp = find(j, "rope_parameters"); rp && rp->is_object())
-    c.rope_theta = get_double(*rp, "rope_theta", c.rope_theta);
+  // rope_parameters (transformers 5), per layer type for gemma3; else rope_theta + rope_scaling
+  const json* rp = find(j, "rope_parameters");
+  std::string rope_key = rp ? "rope_parameters" : "rope_scaling";
+  const json* rope_global = rp ? rp : find(j, "rope_scaling");
+  const json* rope_local = nullptr;
+  if (rp && rp->is_object() && find(*rp, "full_attention")) {
+    rope_global = find(*rp, "full_attention");
+    rope_local = find(*rp, "sliding_attention");
+    rope_key = "rope_parameters.full_attention";
+    if (!rope_global->is_object() || (rope_local && !rope_local->is_object()))
+      throw config_error("rope_parameters", "expected objects per layer type");
+  }
+  if (rp && rope_global->is_object()) c.rope_theta = get_double(*rope_global, "rope_theta", c.rope_theta);
   if (!(c.rope_theta > 0.0)) throw config_error("rope_theta", "must be > 0");
-  c.rope_scaling = parse_rope_scaling(j);
+  c.rope_scaling = parse_rope_scaling(rope_global, rope_key);
+  if (rope_local) {
+    if (parse_rope_scaling(rope_local, "rope_parameters.sliding_attention").kind != RopeScaling::None)
+      throw Error(ErrorKind::UnsupportedOp,
+                  "config.json: rope scaling of the sliding layers is not supported");
+    c.rope_local_theta = get_double(*rope_local, "rope_theta", 10000.0);
+  } else if (mt == "gemma3_text") {
+    c.rope_local_theta = get_double(j, "rope_local_base_freq", 10000.0);
+  }
+  if (c.rope_local_theta && !(*c.rope_local_theta > 0.0))
+    throw config_error("rope_local_base_freq", "must be > 0");
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
   const bool attention_bias = get_bool(j, "attention_bias", false);
   if (c.model_type == "qwen2") {
@@ -179,8 +215,8 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
     c.qkv_bias = c.o_bias = attention_bias;
   }
   c.mlp_bias = c.model_type == "llama" && get_bool(j, "mlp_bias", false);
-  c.qk_norm = c.model_type == "qwen3";
-  if (c.model_type == "mistral") {
+  c.qk_norm = mt == "qwen3" || mt == "gemma3_text";
+  if (mt == "mistral" || mt == "gemma2" || mt == "gemma3_text") {
     if (find(j, "sliding_window")) c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
   } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
     if (get_bool(j, "use_sliding_window", false)) {
@@ -205,6 +241,13 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
     for (bool sl : c.sliding_layers)
       if (sl && !c.sliding_window)
         throw config_error("layer_types", "a sliding layer without sliding_window");
+  }
+  if (c.sliding_layers.empty() && c.sliding_window && (mt == "gemma2" || mt == "gemma3_text")) {
+    // before layer_types: gemma2 alternates (even layers slide), gemma3 has one global layer per pattern
+    const size_t pattern = mt == "gemma2" ? 2 : get_size(j, "sliding_window_pattern", kMaxLayers, 6);
+    if (pattern == 0) throw config_error("sliding_window_pattern", "must be > 0");
+    for (size_t i = 0; i < c.num_hidden_layers; ++i)
+      c.sliding_layers.push_back(mt == "gemma2" ? i % 2 == 0 : (i + 1) % pattern != 0);
   }
   if (c.sliding_window && *c.sliding_window == 0) throw config_error("sliding_window", "must be > 0");
   auto bos = get_token_ids(j, "bos_token_id");
@@ -276,6 +319,11 @@ detail::Proj linear(size_t in, size_t out, bool bias, const nn::VarBuilder& vb) 
 Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
   const size_t h = cfg.hidden_size, hd = cfg.head_dim, nh = cfg.num_attention_heads,
                nkv = cfg.num_key_value_heads;
+  // an RmsNorm weight; gemma's scale by 1 + w (initialised to 0 in a VarMap)
+  auto norm = [&](const nn::VarBuilder& b, size_t n) {
+    if (!cfg.norm_plus_one) return b.get_with_hints({n}, "weight", nn::init::ONE);
+    return b.get_with_hints({n}, "weight", nn::init::ZERO) + 1.0;
+  };
   nn::VarBuilder m = vb.pp("model");
   Tensor embed = m.pp("embed_tokens").get({cfg.vocab_size, h}, "weight");
   std::vector<detail::DecoderLayer> layers;
@@ -283,8 +331,13 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
   for (size_t i = 0; i < cfg.num_hidden_layers; ++i) {
     nn::VarBuilder lb = m.pp("layers").pp(std::to_string(i));
     nn::VarBuilder at = lb.pp("self_attn"), mlp = lb.pp("mlp");
-    detail::DecoderLayer l{lb.pp("input_layernorm").get_with_hints({h}, "weight", nn::init::ONE),
-                           lb.pp("post_attention_layernorm").get_with_hints({h}, "weight", nn::init::ONE),
+    // llama's post_attention_layernorm is the MLP's input norm; gemma2/3 name that one
+    // pre_feedforward_layernorm and norm the attention output with post_attention_layernorm
+    Tensor attn_norm = norm(lb.pp("input_layernorm"), h);
+    Tensor ffn_norm =
+        norm(lb.pp(cfg.post_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm"), h);
+    detail::DecoderLayer l{attn_norm,
+                           ffn_norm,
                            std::nullopt,
                            std::nullopt,
                            linear(h, nh * hd, cfg.qkv_bias, at.pp("q_proj")),
@@ -294,14 +347,23 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
                            linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj")),
                            linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj")),
                            linear(cfg.intermediate_size, h, cfg.mlp_bias, mlp.pp("down_proj")),
-                           cfg.layer_window(i)};
+                           cfg.layer_window(i),
+                           std::nullopt,
+                           std::nullopt,
+                           0};
     if (cfg.qk_norm) {
-      l.q_norm = at.pp("q_norm").get_with_hints({hd}, "weight", nn::init::ONE);
-      l.k_norm = at.pp("k_norm").get_with_hints({hd}, "weight", nn::init::ONE);
+      l.q_norm = norm(at.pp("q_norm"), hd);
+      l.k_norm = norm(at.pp("k_norm"), hd);
     }
+    if (cfg.post_norms) {
+      l.post_attn_norm = norm(lb.pp("post_attention_layernorm"), h);
+      l.post_ffn_norm = norm(lb.pp("post_feedforward_layernorm"), h);
+    }
+    // gemma3: the sliding layers rotate with their own base
+    if (cfg.rope_local_theta && l.window) l.rope_set = 1;
     layers.push_back(std::move(l));
   }
-  Tensor norm = m.pp("norm").get_with_hints({h}, "weight", nn::init::ONE);
+  Tensor final_norm = norm(m.pp("norm"), h);
   detail::Proj head = cfg.tie_word_embeddings && !vb.contains_tensor("lm_head.weight")
                           ? detail::Proj{nn::Linear(embed, std::nullopt), std::nullopt}
                           : linear(h, cfg.vocab_size, false, vb.pp("lm_head"));
@@ -311,10 +373,16 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
   spec.head_dim = hd;
   spec.eps = cfg.rms_norm_eps;
   spec.interleaved_rope = false;
-  spec.inv_freq = rope_inv_freq(hd, cfg.rope_theta, cfg.rope_scaling);
+  spec.inv_freqs = {rope_inv_freq(hd, cfg.rope_theta, cfg.rope_scaling)};
+  if (cfg.rope_local_theta) spec.inv_freqs.push_back(rope_inv_freq(hd, *cfg.rope_local_theta, RopeScaling{}));
   spec.max_seq_len = cfg.max_position_embeddings;
+  if (cfg.query_pre_attn_scalar) spec.attn_scale = 1.0 / std::sqrt(*cfg.query_pre_attn_scalar);
+  if (cfg.embed_scale) spec.embed_scale = std::sqrt(static_cast<double>(h));
+  spec.gelu_mlp = cfg.gelu_mlp;
+  spec.attn_softcap = cfg.attn_logit_softcapping;
+  spec.final_softcap = cfg.final_logit_softcapping;
   auto impl = std::make_shared<Impl>(
-      Impl{cfg, detail::Decoder(std::move(spec), embed, std::move(layers), norm, std::move(head))});
+      Impl{cfg, detail::Decoder(std::move(spec), embed, std::move(layers), final_norm, std::move(head))});
   return Llama(std::move(impl));
 }
 

@@ -159,7 +159,10 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
                            proj(ct, b + "ffn_gate", Shape{ffn, dim}, device),
                            proj(ct, b + "ffn_up", Shape{ffn, dim}, device),
                            proj(ct, b + "ffn_down", Shape{dim, ffn}, device),
-                           std::nullopt};
+                           std::nullopt,
+                           std::nullopt,
+                           std::nullopt,
+                           0};
     if (qwen3) {
       l.q_norm = dense(ct, b + "attn_q_norm.weight", Shape{hd}, device);
       l.k_norm = dense(ct, b + "attn_k_norm.weight", Shape{hd}, device);
@@ -176,7 +179,7 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   spec.head_dim = hd;
   spec.eps = eps;
   spec.interleaved_rope = arch == "llama";
-  spec.inv_freq = std::move(inv_freq);
+  spec.inv_freqs = {std::move(inv_freq)};
   spec.max_seq_len = ctx;
   auto impl = std::make_shared<Impl>(
       Impl{arch, detail::Decoder(std::move(spec), embed, std::move(layers), norm, std::move(head)), {}});

@@ -8,6 +8,10 @@
 //   mistral  sliding_window (every layer)
 //   qwen2    q/k/v biases; use_sliding_window + max_window_layers
 //   qwen3    head_dim, per-head RmsNorms of q and k (q_norm, k_norm) before the rotation
+//   gemma    gelu MLP, RmsNorm by (1 + w), embeddings scaled by sqrt(hidden); gemma2: norms after the
+//            attention and the MLP, query_pre_attn_scalar, attention and final logit soft-capping,
+//            sliding layers; gemma3_text: gemma2 without the soft-caps plus q/k norms and a second
+//            rope_theta for the sliding layers
 #pragma once
 
 #include <cstddef>
@@ -33,7 +37,7 @@ struct RopeScaling {
 };
 
 struct LlamaConfig {
-  std::string model_type = "llama";  // llama, mistral, qwen2 or qwen3
+  std::string model_type = "llama";  // llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text
   size_t hidden_size = 0, intermediate_size = 0, vocab_size = 0;
   size_t num_hidden_layers = 0, num_attention_heads = 0, num_key_value_heads = 0;
   size_t head_dim = 0;  // hidden_size / num_attention_heads unless config.json says
@@ -51,6 +55,14 @@ struct LlamaConfig {
   size_t max_window_layers = 0;
   // transformers 5's layer_types: true for "sliding_attention" (overrides max_window_layers)
   std::vector<bool> sliding_layers;
+  // gemma, gemma2, gemma3_text
+  bool gelu_mlp = false;                        // gelu (tanh approximation) instead of silu in the MLP
+  bool norm_plus_one = false;                   // RmsNorm scales by 1 + weight
+  bool embed_scale = false;                     // embeddings times sqrt(hidden_size)
+  bool post_norms = false;                      // norms of the attention / MLP outputs (gemma2, gemma3)
+  std::optional<double> query_pre_attn_scalar;  // attention scale 1 / sqrt(this) instead of head_dim
+  std::optional<double> attn_logit_softcapping, final_logit_softcapping;
+  std::optional<double> rope_local_theta;  // gemma3: the sliding layers' rope_theta
   std::optional<uint32_t> bos_token_id;
   std::vector<uint32_t> eos_token_ids;
 
