@@ -134,10 +134,10 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
   c.model_type = get_string(j, "model_type", "llama");
   const std::string& mt = c.model_type;
   const bool gemma = mt == "gemma" || mt == "gemma2" || mt == "gemma3_text";
-  if (mt != "llama" && mt != "mistral" && mt != "qwen2" && mt != "qwen3" && !gemma)
+  if (mt != "llama" && mt != "mistral" && mt != "qwen2" && mt != "qwen3" && mt != "phi3" && !gemma)
     throw Error(ErrorKind::UnsupportedOp,
                 "config.json: model_type '" + io::excerpt(mt, 40) +
-                    "' is not supported (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text)");
+                    "' is not supported (llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text)");
   const std::string act =
       gemma ? get_string(j, "hidden_activation", get_string(j, "hidden_act", "gelu_pytorch_tanh"))
             : get_string(j, "hidden_act", "silu");
@@ -216,7 +216,13 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
   }
   c.mlp_bias = c.model_type == "llama" && get_bool(j, "mlp_bias", false);
   c.qk_norm = mt == "qwen3" || mt == "gemma3_text";
-  if (mt == "mistral" || mt == "gemma2" || mt == "gemma3_text") {
+  for (const json* o : std::initializer_list<const json*>{&j, find(j, "rope_parameters")}) {
+    if (o && o->is_object() && find(*o, "partial_rotary_factor") &&
+        get_double(*o, "partial_rotary_factor", 1.0) != 1.0)
+      throw Error(ErrorKind::UnsupportedOp,
+                  "config.json: partial_rotary_factor other than 1 is not supported");
+  }
+  if (mt == "mistral" || mt == "phi3" || mt == "gemma2" || mt == "gemma3_text") {
     if (find(j, "sliding_window")) c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
   } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
     if (get_bool(j, "use_sliding_window", false)) {
@@ -314,6 +320,11 @@ detail::Proj linear(size_t in, size_t out, bool bias, const nn::VarBuilder& vb) 
   return detail::Proj{nn::linear_b(in, out, bias, vb), std::nullopt};
 }
 
+// rows [start, start + n) of a fused weight as a projection of its own
+detail::Proj rows(const Tensor& w, size_t start, size_t n) {
+  return detail::Proj{nn::Linear(w.narrow(0, start, n), std::nullopt), std::nullopt};
+}
+
 }  // namespace
 
 Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
@@ -336,16 +347,33 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
     Tensor attn_norm = norm(lb.pp("input_layernorm"), h);
     Tensor ffn_norm =
         norm(lb.pp(cfg.post_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm"), h);
+    std::optional<detail::Proj> q, k, v, gate, up;
+    if (cfg.model_type == "phi3") {
+      // fused projections: qkv_proj rows are q, k, v; gate_up_proj rows are gate, up
+      Tensor qkv = at.pp("qkv_proj").get({(nh + 2 * nkv) * hd, h}, "weight");
+      q = rows(qkv, 0, nh * hd);
+      k = rows(qkv, nh * hd, nkv * hd);
+      v = rows(qkv, (nh + nkv) * hd, nkv * hd);
+      Tensor gu = mlp.pp("gate_up_proj").get({2 * cfg.intermediate_size, h}, "weight");
+      gate = rows(gu, 0, cfg.intermediate_size);
+      up = rows(gu, cfg.intermediate_size, cfg.intermediate_size);
+    } else {
+      q = linear(h, nh * hd, cfg.qkv_bias, at.pp("q_proj"));
+      k = linear(h, nkv * hd, cfg.qkv_bias, at.pp("k_proj"));
+      v = linear(h, nkv * hd, cfg.qkv_bias, at.pp("v_proj"));
+      gate = linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj"));
+      up = linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj"));
+    }
     detail::DecoderLayer l{attn_norm,
                            ffn_norm,
                            std::nullopt,
                            std::nullopt,
-                           linear(h, nh * hd, cfg.qkv_bias, at.pp("q_proj")),
-                           linear(h, nkv * hd, cfg.qkv_bias, at.pp("k_proj")),
-                           linear(h, nkv * hd, cfg.qkv_bias, at.pp("v_proj")),
+                           std::move(*q),
+                           std::move(*k),
+                           std::move(*v),
                            linear(nh * hd, h, cfg.o_bias, at.pp("o_proj")),
-                           linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj")),
-                           linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj")),
+                           std::move(*gate),
+                           std::move(*up),
                            linear(cfg.intermediate_size, h, cfg.mlp_bias, mlp.pp("down_proj")),
                            cfg.layer_window(i),
                            std::nullopt,

@@ -77,4 +77,4 @@ TEST_P(Transformers, LogitsAndGreedyTokens) {
 
 INSTANTIATE_TEST_SUITE_P(Llm, Transformers,
                          ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
-                                           "gemma3"));
+                                           "phi3", "gemma3"));

@@ -8,6 +8,8 @@
 //   mistral  sliding_window (every layer)
 //   qwen2    q/k/v biases; use_sliding_window + max_window_layers
 //   qwen3    head_dim, per-head RmsNorms of q and k (q_norm, k_norm) before the rotation
+//   phi3     fused qkv_proj and gate_up_proj; sliding_window (partial rotary factors other than 1 and
+//            longrope scaling are refused)
 //   gemma    gelu MLP, RmsNorm by (1 + w), embeddings scaled by sqrt(hidden); gemma2: norms after the
 //            attention and the MLP, query_pre_attn_scalar, attention and final logit soft-capping,
 //            sliding layers; gemma3_text: gemma2 without the soft-caps plus q/k norms and a second
@@ -37,7 +39,7 @@ struct RopeScaling {
 };
 
 struct LlamaConfig {
-  std::string model_type = "llama";  // llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text
+  std::string model_type = "llama";  // llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text
   size_t hidden_size = 0, intermediate_size = 0, vocab_size = 0;
   size_t num_hidden_layers = 0, num_attention_heads = 0, num_key_value_heads = 0;
   size_t head_dim = 0;  // hidden_size / num_attention_heads unless config.json says
