@@ -39,6 +39,33 @@ Tensor Proj::forward(const Tensor& x) const {
   return bias ? y.broadcast_add(*bias) : y;
 }
 
+Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {
+  const size_t hidden = xs.dims().back(), n = xs.elem_count() / hidden, experts = gate.size();
+  Tensor x = xs.reshape({n, hidden});
+  Tensor probs = nn::ops::softmax_last_dim(router.forward(x).to_dtype(DType::F32));  // [n, E]
+  Tensor top = probs.arg_sort_last_dim(false).narrow(1, 0, top_k).contiguous();      // [n, k] u32
+  Tensor weights = probs.gather(top, 1);                                             // [n, k]
+  if (norm_topk) weights = weights.broadcast_div(weights.sum_keepdim(1));
+  const std::vector<uint32_t> chosen = top.flatten_all().to_vec1<uint32_t>();
+  Tensor out = x.zeros_like();
+  for (size_t e = 0; e < experts; ++e) {
+    std::vector<uint32_t> rows;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < top_k; ++j)
+        if (chosen[i * top_k + j] == e) rows.push_back(static_cast<uint32_t>(i));
+    if (rows.empty()) continue;
+    Tensor ids = Tensor::from_vec(rows, {rows.size()}, xs.device());
+    // the expert's weight for each of its tokens: the matching top-k entry
+    Tensor w = (weights * top.eq(Scalar(static_cast<uint32_t>(e))).to_dtype(DType::F32)).sum_keepdim(1);
+    Tensor xe = x.index_select(ids, 0);
+    Tensor g = gate[e].forward(xe);
+    Tensor ye = down[e].forward((gelu ? g.gelu() : g.silu()) * up[e].forward(xe));
+    ye = ye.broadcast_mul(w.index_select(ids, 0).to_dtype(ye.dtype()));
+    out = out.index_add(ids, ye, 0);
+  }
+  return out.reshape(xs.shape());
+}
+
 Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> layers, Tensor final_norm,
                  Proj lm_head)
     : spec_(std::move(spec)),
@@ -127,8 +154,12 @@ Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvC
     if (l.post_attn_norm) h = nn::ops::rms_norm(h, *l.post_attn_norm, eps);
     x = x + h;
     h = nn::ops::rms_norm(x, l.ffn_norm, eps);
-    Tensor g = l.gate.forward(h);
-    h = l.down.forward((spec_.gelu_mlp ? g.gelu() : g.silu()) * l.up.forward(h));
+    if (l.moe) {
+      h = l.moe->forward(h, spec_.gelu_mlp);
+    } else {
+      Tensor g = l.gate->forward(h);
+      h = l.down->forward((spec_.gelu_mlp ? g.gelu() : g.silu()) * l.up->forward(h));
+    }
     if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
     x = x + h;
   }

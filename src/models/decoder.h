@@ -21,14 +21,27 @@ struct Proj {
   Tensor forward(const Tensor& x) const;
 };
 
+// A sparse mixture-of-experts MLP (mixtral, qwen3_moe): a router picks top_k of the experts per
+// token (softmax over all of them, then the k largest, renormalised when norm_topk); the token's
+// output is the weighted sum of those experts' SwiGLU MLPs.
+struct MoeMlp {
+  Proj router;  // [num_experts, hidden]
+  std::vector<Proj> gate, up, down;
+  size_t top_k = 2;
+  bool norm_topk = true;
+  Tensor forward(const Tensor& x, bool gelu) const;
+};
+
 struct DecoderLayer {
   Tensor attn_norm, ffn_norm;
   std::optional<Tensor> q_norm, k_norm;  // [head_dim]
-  Proj q, k, v, o, gate, up, down;
+  Proj q, k, v, o;
+  std::optional<Proj> gate, up, down;  // the dense MLP (absent with moe)
   std::optional<size_t> window;
   // gemma2 / gemma3: norms of the attention and MLP outputs before the residual adds
   std::optional<Tensor> post_attn_norm, post_ffn_norm;
-  size_t rope_set = 0;  // which of the spec's frequency sets (gemma3: local vs global layers)
+  size_t rope_set = 0;        // which of the spec's frequency sets (gemma3: local vs global layers)
+  std::optional<MoeMlp> moe;  // instead of gate / up / down
 };
 
 struct DecoderSpec {

@@ -134,10 +134,13 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
   c.model_type = get_string(j, "model_type", "llama");
   const std::string& mt = c.model_type;
   const bool gemma = mt == "gemma" || mt == "gemma2" || mt == "gemma3_text";
-  if (mt != "llama" && mt != "mistral" && mt != "qwen2" && mt != "qwen3" && mt != "phi3" && !gemma)
-    throw Error(ErrorKind::UnsupportedOp,
-                "config.json: model_type '" + io::excerpt(mt, 40) +
-                    "' is not supported (llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text)");
+  const bool moe = mt == "mixtral" || mt == "qwen3_moe";
+  if (mt != "llama" && mt != "mistral" && mt != "qwen2" && mt != "qwen3" && mt != "phi3" && !gemma && !moe)
+    throw Error(
+        ErrorKind::UnsupportedOp,
+        "config.json: model_type '" + io::excerpt(mt, 40) +
+            "' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma, gemma2, "
+            "gemma3_text)");
   const std::string act =
       gemma ? get_string(j, "hidden_activation", get_string(j, "hidden_act", "gelu_pytorch_tanh"))
             : get_string(j, "hidden_act", "silu");
@@ -215,16 +218,40 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
     c.qkv_bias = c.o_bias = attention_bias;
   }
   c.mlp_bias = c.model_type == "llama" && get_bool(j, "mlp_bias", false);
-  c.qk_norm = mt == "qwen3" || mt == "gemma3_text";
+  c.qk_norm = mt == "qwen3" || mt == "qwen3_moe" || mt == "gemma3_text";
+  if (moe) {
+    c.num_experts = get_size(j, find(j, "num_local_experts") ? "num_local_experts" : "num_experts", 4096);
+    c.num_experts_per_tok = get_size(j, "num_experts_per_tok", 4096);
+    if (c.num_experts == 0 || c.num_experts_per_tok == 0 || c.num_experts_per_tok > c.num_experts)
+      throw config_error("num_experts_per_tok", "must be in [1, the number of experts]");
+    c.moe_intermediate_size =
+        mt == "qwen3_moe" ? get_size(j, "moe_intermediate_size", kMaxDim) : c.intermediate_size;
+    if (c.moe_intermediate_size == 0) throw config_error("moe_intermediate_size", "must be > 0");
+    c.norm_topk_prob = mt == "mixtral" || get_bool(j, "norm_topk_prob", false);
+    c.dense_layers.assign(c.num_hidden_layers, false);
+    if (mt == "qwen3_moe") {
+      const size_t step = get_size(j, "decoder_sparse_step", kMaxLayers, 1);
+      if (step == 0) throw config_error("decoder_sparse_step", "must be > 0");
+      for (size_t i = 0; i < c.num_hidden_layers; ++i) c.dense_layers[i] = (i + 1) % step != 0;
+      if (const json* ml = find(j, "mlp_only_layers")) {
+        if (!ml->is_array()) throw config_error("mlp_only_layers", "expected layer indices");
+        for (const auto& x : *ml) {
+          if (!x.is_number_unsigned() || x.get<uint64_t>() >= c.num_hidden_layers)
+            throw config_error("mlp_only_layers", "expected layer indices");
+          c.dense_layers[x.get<size_t>()] = true;
+        }
+      }
+    }
+  }
   for (const json* o : std::initializer_list<const json*>{&j, find(j, "rope_parameters")}) {
     if (o && o->is_object() && find(*o, "partial_rotary_factor") &&
         get_double(*o, "partial_rotary_factor", 1.0) != 1.0)
       throw Error(ErrorKind::UnsupportedOp,
                   "config.json: partial_rotary_factor other than 1 is not supported");
   }
-  if (mt == "mistral" || mt == "phi3" || mt == "gemma2" || mt == "gemma3_text") {
+  if (mt == "mistral" || mt == "mixtral" || mt == "phi3" || mt == "gemma2" || mt == "gemma3_text") {
     if (find(j, "sliding_window")) c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
-  } else if (c.model_type == "qwen2" || c.model_type == "qwen3") {
+  } else if (mt == "qwen2" || mt == "qwen3" || mt == "qwen3_moe") {
     if (get_bool(j, "use_sliding_window", false)) {
       c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
       c.max_window_layers = get_size(j, "max_window_layers", kMaxLayers, 0);
@@ -266,7 +293,9 @@ std::optional<size_t> LlamaConfig::layer_window(size_t layer) const {
   if (!sliding_window) return std::nullopt;
   if (!sliding_layers.empty())
     return layer < sliding_layers.size() && sliding_layers[layer] ? sliding_window : std::nullopt;
-  if ((model_type == "qwen2" || model_type == "qwen3") && layer < max_window_layers) return std::nullopt;
+  if ((model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe") &&
+      layer < max_window_layers)
+    return std::nullopt;
   return sliding_window;
 }
 
@@ -361,8 +390,32 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
       q = linear(h, nh * hd, cfg.qkv_bias, at.pp("q_proj"));
       k = linear(h, nkv * hd, cfg.qkv_bias, at.pp("k_proj"));
       v = linear(h, nkv * hd, cfg.qkv_bias, at.pp("v_proj"));
-      gate = linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj"));
-      up = linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj"));
+    }
+    const bool moe_layer = cfg.num_experts > 0 && !cfg.dense_layers[i];
+    std::optional<detail::MoeMlp> moe;
+    std::optional<detail::Proj> down;
+    if (moe_layer) {
+      const bool mixtral = cfg.model_type == "mixtral";
+      nn::VarBuilder mb = mixtral ? lb.pp("block_sparse_moe") : mlp;
+      const size_t mi = cfg.moe_intermediate_size;
+      moe = detail::MoeMlp{linear(h, cfg.num_experts, false, mb.pp("gate")),
+                           {},
+                           {},
+                           {},
+                           cfg.num_experts_per_tok,
+                           cfg.norm_topk_prob};
+      for (size_t e = 0; e < cfg.num_experts; ++e) {
+        nn::VarBuilder eb = mb.pp("experts").pp(std::to_string(e));
+        moe->gate.push_back(linear(h, mi, false, eb.pp(mixtral ? "w1" : "gate_proj")));
+        moe->up.push_back(linear(h, mi, false, eb.pp(mixtral ? "w3" : "up_proj")));
+        moe->down.push_back(linear(mi, h, false, eb.pp(mixtral ? "w2" : "down_proj")));
+      }
+    } else {
+      if (!gate) {
+        gate = linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj"));
+        up = linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj"));
+      }
+      down = linear(cfg.intermediate_size, h, cfg.mlp_bias, mlp.pp("down_proj"));
     }
     detail::DecoderLayer l{attn_norm,
                            ffn_norm,
@@ -372,13 +425,14 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
                            std::move(*k),
                            std::move(*v),
                            linear(nh * hd, h, cfg.o_bias, at.pp("o_proj")),
-                           std::move(*gate),
-                           std::move(*up),
-                           linear(cfg.intermediate_size, h, cfg.mlp_bias, mlp.pp("down_proj")),
+                           std::move(gate),
+                           std::move(up),
+                           std::move(down),
                            cfg.layer_window(i),
                            std::nullopt,
                            std::nullopt,
-                           0};
+                           0,
+                           std::move(moe)};
     if (cfg.qk_norm) {
       l.q_norm = norm(at.pp("q_norm"), hd);
       l.k_norm = norm(at.pp("k_norm"), hd);

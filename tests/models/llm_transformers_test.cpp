@@ -35,7 +35,12 @@ Expected expected(const std::string& family) {
 
 Tensor ids(const std::vector<uint32_t>& v) { return Tensor::from_vec(v, {1, v.size()}, Device::cpu()); }
 
-class Transformers : public ::testing::TestWithParam<const char*> {};
+struct Family {
+  const char* name;
+  float tol;  // on the logits
+};
+
+class Transformers : public ::testing::TestWithParam<Family> {};
 
 }  // namespace
 
@@ -43,14 +48,15 @@ class Transformers : public ::testing::TestWithParam<const char*> {};
 // cache, the decode attention and the rope offsets are all exercised) against transformers' batch
 // forward; the prompt fed in one batch against its last position; and the 32 greedy tokens, which
 // must be transformers' exactly (the fixtures' top-1/top-2 margins are >= 0.022).
-// Tolerance 5e-3 on |logits| up to ~5. Measured: gemma, gemma2, gemma3 within 4.8e-6; llama,
-// llama3, mistral, qwen2, qwen3 7e-4 .. 3.0e-3. The latter difference is the rotary frequencies:
-// with inv_freq rounded to f16 those five equal the reference within 6.4e-6, so transformers 5.17's
-// llama-family rotary embedding behaves, on this path, as if its frequencies were f16
-// (tools/gen_llm_fixtures.py builds the reference in f32 and checks that its inv_freq buffers are
-// not f16-rounded; the cause is not found yet). Here they are f32, as in candle and transformers 4.
+// Tolerances on |logits| up to ~5: 2e-5 where the reference computes what candle does (measured:
+// gemma, gemma2, gemma3, phi3, mixtral, qwen3_moe within 4.8e-6); 5e-3 for llama, llama3, mistral,
+// qwen2 and qwen3 (measured 7e-4 .. 3.0e-3), whose reference's rotary frequencies behave as if
+// rounded to f16: with inv_freq rounded to f16 those five equal it within 6.4e-6 too. (tools/
+// gen_llm_fixtures.py builds the reference in f32 and checks that its inv_freq buffers are not
+// f16-rounded; the cause inside transformers 5.17 is not found yet.) Here they are f32.
 TEST_P(Transformers, LogitsAndGreedyTokens) {
-  const std::string family = GetParam();
+  const std::string family = GetParam().name;
+  const float tol = GetParam().tol;
   Expected e = expected(family);
   auto lm = models::load_causal_lm(dir(family), Device::cpu(), DType::F32);
   const size_t t = e.prompt.size(), v = lm->vocab_size();
@@ -61,11 +67,11 @@ TEST_P(Transformers, LogitsAndGreedyTokens) {
     Tensor want = e.logits.narrow(1, p, 1).squeeze(1);
     worst = std::max(worst, (got - want).abs().flatten_all().max(0).to_scalar<float>());
   }
-  EXPECT_LT(worst, 5e-3f) << family << ": token-by-token logits";
+  EXPECT_LT(worst, tol) << family << ": token-by-token logits";
   lm->clear_kv_cache();
   Tensor last = lm->forward(ids(e.prompt), 0);
   float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
-  EXPECT_LT(d, 5e-3f) << family << ": batched prompt";
+  EXPECT_LT(d, tol) << family << ": batched prompt";
 
   std::vector<uint32_t> seq = e.prompt;
   for (size_t i = 0; i + t < e.greedy.size(); ++i) {
@@ -75,6 +81,12 @@ TEST_P(Transformers, LogitsAndGreedyTokens) {
   EXPECT_EQ(seq, e.greedy) << family;
 }
 
+constexpr float kExact = 2e-5f, kF16Rope = 5e-3f;
 INSTANTIATE_TEST_SUITE_P(Llm, Transformers,
-                         ::testing::Values("llama", "llama3", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
-                                           "phi3", "gemma3"));
+                         ::testing::Values(Family{"llama", kF16Rope}, Family{"llama3", kF16Rope},
+                                           Family{"mistral", kF16Rope}, Family{"qwen2", kF16Rope},
+                                           Family{"qwen3", kF16Rope}, Family{"gemma", kExact},
+                                           Family{"gemma2", kExact}, Family{"gemma3", kExact},
+                                           Family{"phi3", kExact}, Family{"mixtral", kExact},
+                                           Family{"qwen3_moe", kExact}),
+                         [](const auto& info) { return std::string(info.param.name); });

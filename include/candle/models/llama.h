@@ -8,6 +8,8 @@
 //   mistral  sliding_window (every layer)
 //   qwen2    q/k/v biases; use_sliding_window + max_window_layers
 //   qwen3    head_dim, per-head RmsNorms of q and k (q_norm, k_norm) before the rotation
+//   mixtral  mistral with a sparse MoE MLP (block_sparse_moe: gate, experts.N.w1/w2/w3)
+//   qwen3_moe qwen3 with MoE MLPs (mlp.gate, mlp.experts.N.*; norm_topk_prob, mlp_only_layers)
 //   phi3     fused qkv_proj and gate_up_proj; sliding_window (partial rotary factors other than 1 and
 //            longrope scaling are refused)
 //   gemma    gelu MLP, RmsNorm by (1 + w), embeddings scaled by sqrt(hidden); gemma2: norms after the
@@ -39,7 +41,8 @@ struct RopeScaling {
 };
 
 struct LlamaConfig {
-  std::string model_type = "llama";  // llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text
+  // llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma, gemma2, gemma3_text
+  std::string model_type = "llama";
   size_t hidden_size = 0, intermediate_size = 0, vocab_size = 0;
   size_t num_hidden_layers = 0, num_attention_heads = 0, num_key_value_heads = 0;
   size_t head_dim = 0;  // hidden_size / num_attention_heads unless config.json says
@@ -65,6 +68,10 @@ struct LlamaConfig {
   std::optional<double> query_pre_attn_scalar;  // attention scale 1 / sqrt(this) instead of head_dim
   std::optional<double> attn_logit_softcapping, final_logit_softcapping;
   std::optional<double> rope_local_theta;  // gemma3: the sliding layers' rope_theta
+  // mixtral, qwen3_moe: sparse mixture-of-experts MLPs (0 experts: dense)
+  size_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
+  bool norm_topk_prob = true;
+  std::vector<bool> dense_layers;  // qwen3_moe: mlp_only_layers / decoder_sparse_step
   std::optional<uint32_t> bos_token_id;
   std::vector<uint32_t> eos_token_ids;
 
