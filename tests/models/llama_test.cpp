@@ -198,26 +198,40 @@ TEST(Llama, SafetensorsModelEqualsGgufModel) {
   for (size_t i = 0; i < lh.size(); ++i) ASSERT_NEAR(lh[i], ls[i], 2e-2) << i;
 }
 
-// forward_all under autograd: a VarMap-backed model's loss has gradients for its weights.
+// forward_all under autograd: a VarMap-backed model's loss has a gradient for every weight
+// (qwen3: q/k norms and tied embeddings; mixtral: the router and every expert, 4 experts with 2 per
+// token over 6 tokens; gemma2: the 1 + w norms and the soft-caps).
 TEST(Llama, ForwardAllTrainsWithAVarMap) {
-  auto cfg = models::llama::LlamaConfig::from_json(R"({"model_type": "qwen3", "hidden_size": 32,
-      "intermediate_size": 64, "vocab_size": 50, "num_hidden_layers": 2, "num_attention_heads": 4,
-      "num_key_value_heads": 2, "head_dim": 16, "tie_word_embeddings": true, "rms_norm_eps": 1e-6})");
-  nn::VarMap vm;
-  auto vb = nn::VarBuilder::from_varmap(vm, DType::F32, Device::cpu());
-  auto model = models::llama::Llama::load(vb, cfg);
-  std::vector<uint32_t> ids{1, 5, 9, 13, 2, 7};
-  Tensor logits = model.forward_all(ids_tensor(ids));
-  ASSERT_EQ(logits.shape(), (Shape{1, 6, 50}));
-  Tensor target = Tensor::from_vec(std::vector<uint32_t>{5, 9, 13, 2, 7}, {5}, Device::cpu());
-  Tensor loss = nn::loss::cross_entropy(logits.narrow(1, 0, 5).squeeze(0), target);
-  auto grads = loss.backward();
-  size_t with_grad = 0;
-  for (const Var& v : vm.all_vars())
-    if (auto g = grads.get(v.as_tensor()); g && g->abs().sum_all().to_scalar<float>() > 0) ++with_grad;
-  // every weight: embeddings (tied), 2 x (2 norms, q/k norms, 7 projections), the final norm
-  EXPECT_EQ(with_grad, vm.all_vars().size());
-  EXPECT_EQ(vm.all_vars().size(), 1u + 2u * 11u + 1u);
+  const char* configs[] = {
+      R"({"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64, "vocab_size": 50,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+          "tie_word_embeddings": true, "rms_norm_eps": 1e-6})",
+      R"({"model_type": "mixtral", "hidden_size": 32, "intermediate_size": 48, "vocab_size": 50,
+          "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+          "num_experts_per_tok": 2, "rms_norm_eps": 1e-6})",
+      R"({"model_type": "gemma2", "hidden_size": 32, "intermediate_size": 64, "vocab_size": 50,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+          "sliding_window": 3, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+          "query_pre_attn_scalar": 8, "tie_word_embeddings": true})"};
+  const size_t want_vars[] = {1 + 2 * 11 + 1, 1 + (2 + 4 + 1 + 4 * 3) + 1 + 1, 1 + 2 * 11 + 1};
+  for (size_t c = 0; c < 3; ++c) {
+    auto cfg = models::llama::LlamaConfig::from_json(configs[c]);
+    nn::VarMap vm;
+    Device::cpu().set_seed(5);
+    auto vb = nn::VarBuilder::from_varmap(vm, DType::F32, Device::cpu());
+    auto model = models::llama::Llama::load(vb, cfg);
+    std::vector<uint32_t> ids{1, 5, 9, 13, 2, 7};
+    Tensor logits = model.forward_all(ids_tensor(ids));
+    ASSERT_EQ(logits.shape(), (Shape{1, 6, 50}));
+    Tensor target = Tensor::from_vec(std::vector<uint32_t>{5, 9, 13, 2, 7}, {5}, Device::cpu());
+    Tensor loss = nn::loss::cross_entropy(logits.narrow(1, 0, 5).squeeze(0), target);
+    auto grads = loss.backward();
+    size_t with_grad = 0;
+    for (const Var& v : vm.all_vars())
+      if (auto g = grads.get(v.as_tensor()); g && g->abs().sum_all().to_scalar<float>() > 0) ++with_grad;
+    EXPECT_EQ(vm.all_vars().size(), want_vars[c]) << cfg.model_type;
+    EXPECT_EQ(with_grad, vm.all_vars().size()) << cfg.model_type;
+  }
 }
 
 // transformers' llama3 frequencies (rope_theta 500000, factor 32, low 1, high 4, original 8192,
