@@ -51,15 +51,19 @@ void to_f32(const T* src, size_t n, float* dst) {
   }
 }
 
-// Dot product with 8 independent accumulators (the order depends only on n).
-CANDLE_TARGET_CLONES float dot_f32(const float* a, const float* b, size_t n) {
-  float acc[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (size_t j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
+// s[j] = dot(q, k[j]) * scale for the n rows of k (d floats each), in one call
+CANDLE_TARGET_CLONES void block_scores(const float* q, const float* k, size_t n, size_t d, float scale,
+                                       float* s) {
+  for (size_t j = 0; j < n; ++j) {
+    const float* kr = k + j * d;
+    float acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= d; i += 8)
+      for (size_t l = 0; l < 8; ++l) acc[l] += q[i + l] * kr[i + l];
+    float x = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < d; ++i) x += q[i] * kr[i];
+    s[j] = x * scale;
+  }
 }
 
 // acc = acc * corr + sum_j p[j] * v[j]   (v: n rows of dv floats)
@@ -121,16 +125,17 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
           key_range(offset + r0 + r, lo, hi);
           const size_t a = std::max(lo, j0), e = std::min(hi, j0 + nb);
           if (a >= e) continue;
+          // scores of the visible keys [a, e) of this block; the rest -inf
+          block_scores(qf.data() + r * n.d, kf.data() + (a - j0) * n.d, e - a, n.d, p.scale,
+                       s.data() + (a - j0));
           float mb = neg_inf;
-          for (size_t j = j0; j < j0 + nb; ++j) {
-            if (j < a || j >= e) {
-              s[j - j0] = neg_inf;
+          for (size_t j = 0; j < nb; ++j) {
+            if (j + j0 < a || j + j0 >= e) {
+              s[j] = neg_inf;
               continue;
             }
-            float x = dot_f32(qf.data() + r * n.d, kf.data() + (j - j0) * n.d, n.d) * p.scale;
-            if (p.softcap > 0.0f) x = p.softcap * std::tanh(x / p.softcap);
-            s[j - j0] = x;
-            mb = std::max(mb, x);
+            if (p.softcap > 0.0f) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
+            mb = std::max(mb, s[j]);
           }
           const float m_new = std::max(m[r], mb);
           if (m_new == neg_inf) continue;  // every score -inf so far: nothing to add
