@@ -62,6 +62,7 @@ std::vector<std::string> weight_files(const fs::path& dir) {
   }
   if (files.empty()) throw Error(ErrorKind::Parse, index.string() + ": empty weight_map");
   std::vector<std::string> out;
+  out.reserve(files.size());
   for (const auto& f : files) out.push_back((dir / f).string());
   return out;
 }

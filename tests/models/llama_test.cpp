@@ -315,3 +315,37 @@ TEST(CausalLM, ErrorsNameTheProblem) {
   EXPECT_THROW(models::load_causal_lm((dir.path / "hf").string(), Device::cpu(), DType::F32), Error);
   EXPECT_THROW(models::load_causal_lm((dir.path / "missing").string(), Device::cpu(), DType::F32), Error);
 }
+
+// Sharded weights (model.safetensors.index.json naming two shards) load as the single file does;
+// an index naming a path outside the folder is refused.
+TEST(CausalLM, ShardedSafetensors) {
+  TempDir dir;
+  const std::string gguf = make_gguf(dir.path, "f32", 10);
+  if (gguf.empty()) GTEST_SKIP() << "candle-make-random-llama is not built";
+  fs::path one = dir.path / "one", two = dir.path / "two";
+  fs::create_directory(one);
+  fs::create_directory(two);
+  write_hf_folder(gguf, one);
+  fs::copy_file(one / "config.json", two / "config.json");
+  auto all = safetensors::load((one / "model.safetensors").string(), Device::cpu());
+  std::unordered_map<std::string, Tensor> a, b;
+  nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", nlohmann::json::object()}};
+  for (const auto& [name, t] : all) {
+    const bool first = name.find("layers.0.") != std::string::npos || name.find("embed") != std::string::npos;
+    (first ? a : b)[name] = t;
+    index["weight_map"][name] =
+        first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  safetensors::save(a, (two / "model-00001-of-00002.safetensors").string());
+  safetensors::save(b, (two / "model-00002-of-00002.safetensors").string());
+  std::ofstream(two / "model.safetensors.index.json") << index.dump();
+  auto m1 = models::load_causal_lm(one.string(), Device::cpu(), DType::F32);
+  auto m2 = models::load_causal_lm(two.string(), Device::cpu(), DType::F32);
+  const std::vector<uint32_t> prompt{1, 100, 200, 42};
+  auto l1 = m1->forward(ids_tensor(prompt), 0).flatten_all().to_vec1<float>();
+  auto l2 = m2->forward(ids_tensor(prompt), 0).flatten_all().to_vec1<float>();
+  EXPECT_EQ(l1, l2);
+  index["weight_map"]["lm_head.weight"] = "../elsewhere.safetensors";
+  std::ofstream(two / "model.safetensors.index.json") << index.dump();
+  EXPECT_THROW(models::load_causal_lm(two.string(), Device::cpu(), DType::F32), Error);
+}
