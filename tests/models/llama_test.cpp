@@ -349,3 +349,35 @@ TEST(CausalLM, ShardedSafetensors) {
   std::ofstream(two / "model.safetensors.index.json") << index.dump();
   EXPECT_THROW(models::load_causal_lm(two.string(), Device::cpu(), DType::F32), Error);
 }
+
+// A batch of two prompts through one cache gives each prompt's own logits (prefill, then two
+// decode steps), within 1e-5.
+TEST(Llama, BatchedForwardEqualsSingle) {
+  TempDir dir;
+  const std::string gguf = make_gguf(dir.path, "f32", 10);
+  if (gguf.empty()) GTEST_SKIP() << "candle-make-random-llama is not built";
+  write_hf_folder(gguf, dir.path);
+  auto cfg = models::llama::LlamaConfig::from_json(
+      std::string(std::istreambuf_iterator<char>(std::ifstream(dir.path / "config.json").rdbuf()), {}));
+  auto vb = nn::VarBuilder::from_mmaped_safetensors({(dir.path / "model.safetensors").string()}, DType::F32,
+                                                    Device::cpu());
+  auto model = models::llama::Llama::load(vb, cfg);
+  const std::vector<std::vector<uint32_t>> seqs{{1, 100, 200, 42, 17, 3, 9}, {1, 7, 250, 8, 99, 31, 4}};
+  std::vector<uint32_t> both;
+  for (const auto& s : seqs) both.insert(both.end(), s.begin(), s.begin() + 5);
+  models::llama::Cache batch_cache(cfg);
+  std::vector<Tensor> batched{model.forward(Tensor::from_vec(both, {2, 5}, Device::cpu()), 0, batch_cache)};
+  for (size_t p = 5; p < 7; ++p) {
+    std::vector<uint32_t> step{seqs[0][p], seqs[1][p]};
+    batched.push_back(model.forward(Tensor::from_vec(step, {2, 1}, Device::cpu()), p, batch_cache));
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    models::llama::Cache cache(cfg);
+    std::vector<Tensor> single{model.forward(ids_tensor({seqs[i].begin(), seqs[i].begin() + 5}), 0, cache)};
+    for (size_t p = 5; p < 7; ++p) single.push_back(model.forward(ids_tensor({seqs[i][p]}), p, cache));
+    for (size_t s = 0; s < single.size(); ++s) {
+      float d = (batched[s].narrow(0, i, 1) - single[s]).abs().flatten_all().max(0).to_scalar<float>();
+      EXPECT_LT(d, 1e-5f) << "sequence " << i << " step " << s;
+    }
+  }
+}
