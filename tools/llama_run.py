@@ -19,6 +19,15 @@ evaluate a token sequence: what llama.cpp does with a GGUF file written by candl
           BENCH test=pp512 t=N tok_per_s=MEAN std=STD
       (tools/bench_llamacpp_gguf.py runs this for several files / thread counts.)
 
+  python3 tools/llama_run.py MODEL --greedy N [--kv-f32] [--tokens 1,5,9 | --prompt TEXT | --n-tokens N] [--threads N]
+      greedy decoding: the prompt in one batch from an empty context, then N steps each taking the
+      argmax of the last logits and decoding it alone. Prints JSON on the last line:
+          GREEDY {"prompt": [...], "greedy": [...], "gaps": [...], "prompt_last_logits": [...]}
+      greedy = prompt + N tokens; gaps[i] = top-1 minus top-2 logit at step i (how close a tie
+      was); prompt_last_logits = the logits after the prompt. --kv-f32: attention in f32 (the KV cache
+      in f32 instead of llama.cpp's default f16, and flash attention off: its CPU kernel rounds q, k
+      and v to f16), so that f32 weights give the exact math's logits (within ~1e-5).
+
 Struct arguments: llama_model_params, llama_context_params and llama_batch are passed and
 returned by value. Only a few fields of llama_context_params are touched here: n_ctx, n_batch,
 n_ubatch (the first uint32s), n_threads and n_threads_batch (found by their default values after
@@ -32,6 +41,7 @@ Environment: CANDLE_LLAMA_LIB_DIR overrides the directory of libllama / libggml*
 """
 import argparse
 import ctypes as C
+import json
 import math
 import os
 import random
@@ -130,7 +140,7 @@ class Llama:
         self.vocab = self.lib.llama_model_get_vocab(self.model)
         self.n_vocab = self.lib.llama_vocab_n_tokens(self.vocab)
 
-    def new_context(self, n_ctx, n_batch, threads):
+    def new_context(self, n_ctx, n_batch, threads, kv_f32=False):
         cp = self.lib.llama_context_default_params()
         f = (C.c_uint32 * 4).from_buffer(cp.b)  # n_ctx n_batch n_ubatch n_seq_max
         ints = list((C.c_int32 * 12).from_buffer(cp.b))
@@ -144,11 +154,33 @@ class Llama:
         t = (C.c_int32 * 2).from_buffer(cp.b, 4 * at)
         f[0], f[1], f[2] = n_ctx, n_batch, min(n_batch, 512)
         t[0] = t[1] = threads
+        if kv_f32:
+            # type_k, type_v (default GGML_TYPE_F16 = 1) follow the cb_eval callback and its user
+            # data (two null pointers) after the rope/yarn/defrag block; GGML_TYPE_F32 = 0. Found
+            # by that pattern; the KV cache's log line confirms the type after the context is made.
+            ints = list((C.c_int32 * 40).from_buffer(cp.b))
+            k = next((i for i in range(at + 2, 34) if ints[i:i + 4] == [0, 0, 0, 0] and ints[i + 4:i + 6] == [1, 1]
+                      and C.c_float.from_buffer(cp.b, 4 * (i - 1)).value == -1.0), None)
+            if k is None:
+                raise RuntimeError("type_k / type_v not found in llama_context_params: update tools/llama_run.py")
+            kv = (C.c_int32 * 2).from_buffer(cp.b, 4 * (k + 4))
+            kv[0] = kv[1] = 0
+            # flash_attn_type (LLAMA_FLASH_ATTN_TYPE_AUTO = -1 by default): the last of the four enums
+            # (rope scaling, pooling, attention, flash attention; all -1) after n_threads_batch; 0
+            # disables it: the CPU flash-attention kernel rounds Q, K and V to f16 whatever the
+            # cache's type.
+            if ints[at + 3:at + 7] != [-1, -1, -1, -1]:
+                raise RuntimeError("flash_attn_type not found in llama_context_params: update tools/llama_run.py")
+            C.c_int32.from_buffer(cp.b, 4 * (at + 6)).value = 0
+            del LOG[:]
         if self.ctx:
             self.lib.llama_free(self.ctx)
         self.ctx = self.lib.llama_init_from_model(self.model, cp)
         if not self.ctx:
             raise Refused("llama_init_from_model failed")
+        if kv_f32 and not (any("K (f32)" in line for line in LOG) and
+                           any("flash_attn" in line and "disabled" in line for line in LOG)):
+            raise RuntimeError("the KV cache was not made in f32 without flash attention: update tools/llama_run.py")
         if self.lib.llama_n_ctx(self.ctx) < n_ctx or self.lib.llama_n_batch(self.ctx) != n_batch or \
                 self.lib.llama_n_threads(self.ctx) != threads or self.lib.llama_n_threads_batch(self.ctx) != threads:
             raise RuntimeError("llama_context_params were not taken as set")
@@ -222,6 +254,28 @@ def run_tokens(ll, tokens, threads, show):
     return 0 if finite else 3
 
 
+def greedy(ll, tokens, steps, threads, kv_f32=False):
+    """The prompt in one batch, then `steps` single-token argmax decodes; prints a GREEDY line."""
+    ll.new_context(max(64, len(tokens) + steps), max(1, len(tokens)), threads, kv_f32)
+    ll.decode(tokens)
+    first = ll.last_logits()
+    out, gaps = list(tokens), []
+    logits = first
+    for i in range(steps):
+        if not all(math.isfinite(x) for x in logits):
+            print("llama_run: non-finite logits", file=sys.stderr)
+            return 3
+        order = sorted(range(len(logits)), key=lambda j: -logits[j])
+        gaps.append(logits[order[0]] - logits[order[1]])
+        out.append(order[0])
+        if i + 1 < steps:
+            ll.decode([order[0]])
+            logits = ll.last_logits()
+    print("GREEDY " + json.dumps({"prompt": list(tokens), "greedy": out, "gaps": [round(g, 6) for g in gaps],
+                                  "prompt_last_logits": [float(f"{x:.7g}") for x in first]}))
+    return 0
+
+
 def bench(ll, pp, tg, reps, threads, seed=1):
     """llama-bench's pp<pp> and tg<tg>: tokens/s over `reps` runs after one warm-up; returns rows."""
     rng = random.Random(seed)
@@ -268,6 +322,9 @@ def main(argv=None):
     ap.add_argument("--n-tokens", type=int, default=8, help="without --tokens/--prompt: BOS then N-1 ids")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--show", type=int, default=8, help="logits to print")
+    ap.add_argument("--greedy", type=int, default=0, help="greedy decoding for N tokens after the prompt")
+    ap.add_argument("--kv-f32", action="store_true",
+                    help="with --greedy: f32 attention (an f32 KV cache, no flash attention; llama.cpp's defaults: f16, auto)")
     ap.add_argument("--bench", action="store_true", help="llama-bench's pp / tg tests instead")
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
@@ -308,6 +365,8 @@ def main(argv=None):
         else:
             bos = ll.lib.llama_vocab_bos(ll.vocab)
             tokens = [bos if bos >= 0 else 1] + [(7 * i + 3) % ll.n_vocab for i in range(1, a.n_tokens)]
+        if a.greedy > 0:
+            return greedy(ll, tokens, a.greedy, a.threads, a.kv_f32)
         return run_tokens(ll, tokens, a.threads, a.show)
     except Refused as e:
         print(f"llama_run: llama.cpp refused {a.model}: {e}", file=sys.stderr)

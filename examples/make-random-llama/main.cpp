@@ -4,11 +4,11 @@
 //
 //   candle-make-random-llama OUTPUT [--shape tiny|tinyllama|llama7b|custom] [--type TYPE]
 //       [--layers N] [--dim N] [--ffn N] [--heads N] [--kv-heads N] [--vocab N] [--ctx N]
-//       [--seed S] [--threads N] [--force] [--tokenizer tokenizer.json [--tokenizer-config CONFIG]]
+//       [--seed S] [--std X] [--threads N] [--force] [--tokenizer tokenizer.json [--tokenizer-config CONFIG]]
 //
 // TYPE is a candle-quantize type (f32 f16 bf16 q4_0 q8_0 q4_k_m ...; include/candle/quantized/
 // ftype_mix.h): the per-tensor mix is llama-quantize's, norms stay f32. Weights are normal with
-// std 0.02 (norms 1), drawn from a counter-seeded generator: the same seed and shape give the
+// std 0.02 (--std; norms 1), drawn from a counter-seeded generator: the same seed and shape give the
 // same file whatever the thread count. The vocabulary is <unk> <s> </s>, the 256 byte tokens
 // <0x00>..<0xFF>, then unique pieces "▁a" "a" "▁b" ... "▁ab" "ab" ... up to --vocab; --tokenizer
 // writes that tokenizer.json's tokenizer instead (include/candle/tokenizers/gguf.h; and the chat
@@ -85,7 +85,7 @@ void fill_normal(float* out, size_t n, uint64_t key, float scale) {
 
 // a [rows, cols] matrix of normal values; rows are generated in chunks of 16 on `threads` threads
 std::vector<float> random_matrix(size_t rows, size_t cols, uint64_t seed, uint64_t tensor_index,
-                                 size_t threads) {
+                                 size_t threads, float std_dev) {
   std::vector<float> v(rows * cols);
   constexpr size_t kChunk = 16;
   const size_t n_chunks = (rows + kChunk - 1) / kChunk;
@@ -94,7 +94,7 @@ std::vector<float> random_matrix(size_t rows, size_t cols, uint64_t seed, uint64
       const size_t r0 = c * kChunk, r1 = std::min(rows, r0 + kChunk);
       uint64_t key = seed * 0x100000001b3ULL ^ (tensor_index << 40) ^ c;
       key = splitmix(key);
-      fill_normal(v.data() + r0 * cols, (r1 - r0) * cols, key, 0.02f);
+      fill_normal(v.data() + r0 * cols, (r1 - r0) * cols, key, std_dev);
     }
   };
   std::vector<std::thread> pool;
@@ -152,8 +152,10 @@ std::string dims_str(const Shape& s) {
 }
 
 // tokenizer: the tokenizer.* metadata to write; empty for the synthetic vocabulary
-int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uint64_t seed, bool force,
-        candle::quantized::gguf_file::MetadataList tokenizer) {
+int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uint64_t seed, float std_dev,
+        bool force, candle::quantized::gguf_file::MetadataList tokenizer) {
+  if (!(std_dev > 0.0f && std_dev <= 10.0f))
+    throw Error(ErrorKind::InvalidArgument, "--std must be in (0, 10]");
   if (sh.layers == 0 || sh.dim == 0 || sh.ffn == 0 || sh.heads == 0 || sh.kv_heads == 0 || sh.ctx == 0)
     throw Error(ErrorKind::InvalidArgument,
                 "--layers, --dim, --ffn, --heads, --kv-heads and --ctx must be > 0");
@@ -246,10 +248,11 @@ int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uin
   for (size_t i = 0; i < plan.size(); ++i) {
     const auto& [name, shape] = plan[i];
     const GgmlDType t = tensor_type_for(name, shape, ft, static_cast<long>(sh.layers));
-    Tensor x = shape.rank() == 1
-                   ? Tensor::ones(shape, candle::DType::F32, candle::Device::cpu())
-                   : Tensor::from_vec(random_matrix(shape.dims()[0], shape.dims()[1], seed, i, threads),
-                                      shape, candle::Device::cpu());
+    Tensor x =
+        shape.rank() == 1
+            ? Tensor::ones(shape, candle::DType::F32, candle::Device::cpu())
+            : Tensor::from_vec(random_matrix(shape.dims()[0], shape.dims()[1], seed, i, threads, std_dev),
+                               shape, candle::Device::cpu());
     QTensor q = QTensor::quantize(x, t);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "[%4zu/%4zu] %-28s [%s] %s, %.2f MiB, %.1f s\n", i + 1, plan.size(), name.c_str(),
@@ -272,6 +275,7 @@ int main(int argc, char** argv) {
   std::string output, shape_name = "tiny", type = "f16", tokenizer_path, tokenizer_config;
   size_t layers = 0, dim = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0, threads = 0;
   uint64_t seed = 0;
+  float std_dev = 0.02f;
   bool force = false;
   app.add_option("output", output, "the GGUF file to write")->required();
   app.add_option("--shape", shape_name,
@@ -286,6 +290,7 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", vocab, "override: vocabulary size (>= 260)");
   app.add_option("--ctx", ctx, "override: context length");
   app.add_option("--seed", seed, "random seed (default 0)");
+  app.add_option("--std", std_dev, "standard deviation of the weights (default 0.02)");
   app.add_option("--threads", threads, "CPU threads (default: CANDLE_NUM_THREADS or all cores)");
   app.add_flag("--force", force, "replace OUTPUT when it exists");
   app.add_option("--tokenizer", tokenizer_path,
@@ -319,7 +324,7 @@ int main(int argc, char** argv) {
     } else if (!tokenizer_config.empty()) {
       throw Error(ErrorKind::InvalidArgument, "--tokenizer-config needs --tokenizer");
     }
-    return run(output, sh, parse_file_type(type), seed, force, std::move(tokenizer));
+    return run(output, sh, parse_file_type(type), seed, std_dev, force, std::move(tokenizer));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "candle-make-random-llama: error: %s\n", e.what());
     return 1;

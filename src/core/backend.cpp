@@ -328,5 +328,10 @@ StoragePtr BackendStorage::rope(RopeKind, const Layout&, const BackendStorage&, 
                                 const BackendStorage&, const Layout&) const {
   return nullptr;
 }
+StoragePtr BackendStorage::scaled_dot_product_attention(const Layout&, const BackendStorage&, const Layout&,
+                                                        const BackendStorage&, const Layout&,
+                                                        const AttentionParams&) const {
+  return nullptr;
+}
 
 }  // namespace candle

@@ -36,6 +36,18 @@ struct MatmulDims {
   size_t batch, m, n, k;
 };
 
+// Scaled dot-product attention (candle::nn::ops::scaled_dot_product_attention): keys are at
+// positions 0..tk-1 and query i at tk - tq + i (the queries are the last tq positions).
+struct AttentionParams {
+  float scale = 1.0f;
+  // a query sees only the keys at or before its position
+  bool causal = false;
+  // 0: none; else a query at p sees only the keys at positions > p - sliding_window
+  size_t sliding_window = 0;
+  // 0: none; else scores = softcap * tanh(scores / softcap) (after the scale)
+  float softcap = 0.0f;
+};
+
 // A 1-D convolution: input [b, c_in, l_in]; kernel [c_out, c_in / groups, k] (conv1d) or
 // [c_in, c_out / groups, k] (conv_transpose1d). Channel counts are the full ones.
 struct ParamsConv1D {
@@ -244,6 +256,12 @@ class BackendStorage {
   // (t <= t_max; rows [0, t) are used).
   virtual StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
                           const BackendStorage& sin, const Layout& sin_l) const;
+  // `this` = q [b, h, tq, d]; k [b, hkv, tk, d], v [b, hkv, tk, dv] with h a multiple of hkv
+  // (query head i reads kv head i / (h / hkv)); result [b, h, tq, dv]. CPU kernel:
+  // src/cpu/attention.cpp (online softmax over key blocks, f32 accumulation).
+  virtual StoragePtr scaled_dot_product_attention(const Layout& q_l, const BackendStorage& k,
+                                                  const Layout& k_l, const BackendStorage& v,
+                                                  const Layout& v_l, const AttentionParams& p) const;
 
   // ---- ops with a composed default: the default runs this device's own kernels (tensor ops
   // on untracked views of the operands: sum, max, affine, exp, index_select, ...), so a backend

@@ -130,6 +130,10 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
                         const BackendStorage& beta, const Layout& beta_l, float eps) const override;
   StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
                   const BackendStorage& sin, const Layout& sin_l) const override;
+  // src/cpu/attention.cpp
+  StoragePtr scaled_dot_product_attention(const Layout& q_l, const BackendStorage& k, const Layout& k_l,
+                                          const BackendStorage& v, const Layout& v_l,
+                                          const AttentionParams& p) const override;
 
   CpuStorage(DType dtype, size_t n, std::byte* data, std::shared_ptr<void> owner)
       : dtype_(dtype), n_(n), data_(data), owner_(std::move(owner)) {}

@@ -1,8 +1,10 @@
 // candle::nn: candle-nn's layers, ops, variable builders and maps.
 #pragma once
 
+#include "candle/nn/attention.h"
 #include "candle/nn/encoding.h"
 #include "candle/nn/init.h"
+#include "candle/nn/kv_cache.h"
 #include "candle/nn/layers.h"
 #include "candle/nn/loss.h"
 #include "candle/nn/module.h"

@@ -1,0 +1,186 @@
+// Fused scaled dot-product attention on the CPU (the BackendStorage hook behind
+// candle::nn::ops::scaled_dot_product_attention): flash-attention style, no mask tensor and no
+// score matrix beyond one block. Work items are (batch, head, tile of query rows); for each tile
+// the visible keys are visited in blocks of kKeyBlock, converted to f32 once per tile, and every
+// row keeps a running max, a running sum and an f32 accumulator (online softmax). Each output
+// row is computed by one thread in a fixed order, so the bytes do not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "candle/backend/cpu_storage.h"
+#include "cpu/clones.h"
+#include "cpu/parallel.h"
+#include "cpu/vec_math.h"
+
+namespace candle {
+namespace {
+
+constexpr size_t kQueryTile = 16;
+constexpr size_t kKeyBlock = 64;
+
+// A [b, h, t, d] operand: its data and element strides (the last dim contiguous).
+template <typename T>
+struct Operand4 {
+  const T* data;
+  size_t s0, s1, s2;
+  const T* row(size_t b, size_t h, size_t t) const { return data + b * s0 + h * s1 + t * s2; }
+};
+
+// The layout's rows, with a dense copy (held by `keep`) when the last dim is not contiguous.
+template <typename T>
+Operand4<T> operand(const CpuStorage& s, const Layout& l, std::shared_ptr<CpuStorage>& keep) {
+  const auto& st = l.stride();
+  if (l.dims()[3] <= 1 || st[3] == 1) return {s.data<T>() + l.start_offset(), st[0], st[1], st[2]};
+  keep = CpuStorage::alloc(s.dtype(), l.elem_count());
+  s.copy_strided_src(*keep, 0, l);
+  const auto& d = l.dims();
+  return {keep->data<T>(), d[1] * d[2] * d[3], d[2] * d[3], d[3]};
+}
+
+template <typename T>
+void to_f32(const T* src, size_t n, float* dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy(src, src + n, dst);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  }
+}
+
+// s[j] = dot(q, k[j]) * scale for the n rows of k (d floats each), in one call
+CANDLE_TARGET_CLONES void block_scores(const float* q, const float* k, size_t n, size_t d, float scale,
+                                       float* s) {
+  for (size_t j = 0; j < n; ++j) {
+    const float* kr = k + j * d;
+    float acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= d; i += 8)
+      for (size_t l = 0; l < 8; ++l) acc[l] += q[i + l] * kr[i + l];
+    float x = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < d; ++i) x += q[i] * kr[i];
+    s[j] = x * scale;
+  }
+}
+
+// acc = acc * corr + sum_j p[j] * v[j]   (v: n rows of dv floats)
+CANDLE_TARGET_CLONES void scale_accumulate(float* acc, size_t dv, float corr, const float* p, const float* v,
+                                           size_t n) {
+  for (size_t c = 0; c < dv; ++c) acc[c] *= corr;
+  for (size_t j = 0; j < n; ++j) {
+    const float pj = p[j];
+    if (pj == 0.0f) continue;
+    const float* vr = v + j * dv;
+    for (size_t c = 0; c < dv; ++c) acc[c] += pj * vr[c];
+  }
+}
+
+struct Dims {
+  size_t b, h, hkv, tq, tk, d, dv;
+};
+
+template <typename T>
+StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Operand4<T>& v, const Dims& n,
+                          const AttentionParams& p) {
+  auto out = CpuStorage::alloc(dtype_of<T>, n.b * n.h * n.tq * n.dv);
+  T* o = out->template data<T>();
+  const size_t group = n.h / n.hkv;
+  const size_t tiles = (n.tq + kQueryTile - 1) / kQueryTile;
+  const size_t offset = n.tk - n.tq;  // position of query 0 (tq <= tk checked by the caller)
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  // the visible keys [lo, hi) of the query at position pos
+  auto key_range = [&](size_t pos, size_t& lo, size_t& hi) {
+    hi = p.causal ? pos + 1 : n.tk;
+    lo = (p.sliding_window > 0 && pos + 1 > p.sliding_window) ? pos + 1 - p.sliding_window : 0;
+    if (lo > hi) lo = hi;
+  };
+  cpu::parallel_for(n.b * n.h * tiles, 1, [&](size_t u0, size_t u1) {
+    std::vector<float> qf(kQueryTile * n.d), kf(kKeyBlock * n.d), vf(kKeyBlock * n.dv);
+    std::vector<float> acc(kQueryTile * n.dv), m(kQueryTile), l(kQueryTile), s(kKeyBlock);
+    for (size_t u = u0; u < u1; ++u) {
+      const size_t tile = u % tiles, bh = u / tiles, hi_ = bh % n.h, bi = bh / n.h, kvh = hi_ / group;
+      const size_t r0 = tile * kQueryTile, rows = std::min(kQueryTile, n.tq - r0);
+      size_t tile_lo = n.tk, tile_hi = 0;
+      for (size_t r = 0; r < rows; ++r) {
+        to_f32(q.row(bi, hi_, r0 + r), n.d, qf.data() + r * n.d);
+        size_t lo, hi;
+        key_range(offset + r0 + r, lo, hi);
+        tile_lo = std::min(tile_lo, lo);
+        tile_hi = std::max(tile_hi, hi);
+      }
+      std::fill(acc.begin(), acc.begin() + rows * n.dv, 0.0f);
+      std::fill(m.begin(), m.begin() + rows, neg_inf);
+      std::fill(l.begin(), l.begin() + rows, 0.0f);
+      for (size_t j0 = tile_lo; j0 < tile_hi; j0 += kKeyBlock) {
+        const size_t nb = std::min(kKeyBlock, tile_hi - j0);
+        for (size_t j = 0; j < nb; ++j) {
+          to_f32(k.row(bi, kvh, j0 + j), n.d, kf.data() + j * n.d);
+          to_f32(v.row(bi, kvh, j0 + j), n.dv, vf.data() + j * n.dv);
+        }
+        for (size_t r = 0; r < rows; ++r) {
+          size_t lo, hi;
+          key_range(offset + r0 + r, lo, hi);
+          const size_t a = std::max(lo, j0), e = std::min(hi, j0 + nb);
+          if (a >= e) continue;
+          // scores of the visible keys [a, e) of this block; the rest -inf
+          block_scores(qf.data() + r * n.d, kf.data() + (a - j0) * n.d, e - a, n.d, p.scale,
+                       s.data() + (a - j0));
+          float mb = neg_inf;
+          for (size_t j = 0; j < nb; ++j) {
+            if (j + j0 < a || j + j0 >= e) {
+              s[j] = neg_inf;
+              continue;
+            }
+            if (p.softcap > 0.0f) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
+            mb = std::max(mb, s[j]);
+          }
+          const float m_new = std::max(m[r], mb);
+          if (m_new == neg_inf) continue;  // every score -inf so far: nothing to add
+          const float corr = m[r] == neg_inf ? 0.0f : cpu::vm::exp_f32(m[r] - m_new);
+          float sum = 0.0f;
+          for (size_t j = 0; j < nb; ++j) {
+            const float e_j = s[j] == neg_inf ? 0.0f : cpu::vm::exp_f32(s[j] - m_new);
+            s[j] = e_j;
+            sum += e_j;
+          }
+          l[r] = l[r] * corr + sum;
+          m[r] = m_new;
+          scale_accumulate(acc.data() + r * n.dv, n.dv, corr, s.data(), vf.data(), nb);
+        }
+      }
+      for (size_t r = 0; r < rows; ++r) {
+        T* dst = o + ((bi * n.h + hi_) * n.tq + r0 + r) * n.dv;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (size_t c = 0; c < n.dv; ++c) dst[c] = cast_value<T>(acc[r * n.dv + c] * inv);
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+StoragePtr CpuStorage::scaled_dot_product_attention(const Layout& q_l, const BackendStorage& k,
+                                                    const Layout& k_l, const BackendStorage& v,
+                                                    const Layout& v_l, const AttentionParams& p) const {
+  const auto* kc = dynamic_cast<const CpuStorage*>(&k);
+  const auto* vc = dynamic_cast<const CpuStorage*>(&v);
+  if (!kc || !vc || k.dtype() != dtype() || v.dtype() != dtype()) return nullptr;
+  if (q_l.dims().size() != 4 || k_l.dims().size() != 4 || v_l.dims().size() != 4) return nullptr;
+  const auto &qd = q_l.dims(), &kd = k_l.dims(), &vd = v_l.dims();
+  Dims n{qd[0], qd[1], kd[1], qd[2], kd[2], qd[3], vd[3]};
+  if (kd[0] != n.b || vd[0] != n.b || vd[1] != n.hkv || vd[2] != n.tk || kd[3] != n.d || n.hkv == 0 ||
+      n.h % n.hkv != 0 || n.tq > n.tk)
+    return nullptr;
+  return dispatch_float(dtype(), "scaled_dot_product_attention", [&]<typename T>() -> StoragePtr {
+    if (n.b * n.h * n.tq * n.dv == 0) return CpuStorage::alloc(dtype(), 0);
+    std::shared_ptr<CpuStorage> kq, kk, kv;
+    return attention_impl<T>(operand<T>(*this, q_l, kq), operand<T>(*kc, k_l, kk), operand<T>(*vc, v_l, kv),
+                             n, p);
+  });
+}
+
+}  // namespace candle

@@ -1,0 +1,118 @@
+// candle::models::load_causal_lm: a GGUF file or a Hugging Face folder to a CausalLM.
+#include "candle/models/causal_lm.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "candle/io/json_limits.h"
+#include "candle/models/llama.h"
+#include "candle/models/quantized_llama.h"
+#include "candle/nn/var_builder.h"
+#include "candle/quantized/gguf_file.h"
+
+namespace candle::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+// config.json and index files are small; anything larger is not one
+constexpr uintmax_t kMaxJsonBytes = uintmax_t{64} << 20;
+
+std::string read_text(const fs::path& p) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(p, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot read " + p.string() + ": " + ec.message());
+  if (size > kMaxJsonBytes) throw Error(ErrorKind::Parse, p.string() + ": too large for a JSON file");
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw Error(ErrorKind::Io, "cannot open " + p.string());
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return s;
+}
+
+// The safetensors files of a folder: model.safetensors, or the shards an index names.
+std::vector<std::string> weight_files(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "model.safetensors", ec)) return {(dir / "model.safetensors").string()};
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (!fs::exists(index, ec))
+    throw Error(ErrorKind::Io, dir.string() + ": neither model.safetensors nor model.safetensors.index.json");
+  const std::string text = read_text(index);
+  io::check_json_depth(text, 16, index.string());
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::Parse, index.string() + ": " + io::excerpt(e.what(), 200));
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw Error(ErrorKind::Parse, index.string() + ": no weight_map object");
+  std::set<std::string> files;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string())
+      throw Error(ErrorKind::Parse, index.string() + ": weight_map values must be file names");
+    const std::string f = file.get<std::string>();
+    // shards live in the folder itself: no paths
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." ||
+        f == "..")
+      throw Error(ErrorKind::Parse, index.string() + ": bad shard name '" + io::excerpt(f, 60) + "'");
+    files.insert(f);
+  }
+  if (files.empty()) throw Error(ErrorKind::Parse, index.string() + ": empty weight_map");
+  std::vector<std::string> out;
+  out.reserve(files.size());
+  for (const auto& f : files) out.push_back((dir / f).string());
+  return out;
+}
+
+class LlamaLM final : public CausalLM {
+ public:
+  LlamaLM(llama::Llama m, size_t max_seq_len)
+      : model_(std::move(m)), cache_(model_.config(), max_seq_len), max_seq_len_(max_seq_len) {}
+  Tensor forward(const Tensor& ids, size_t index_pos) override {
+    return model_.forward(ids, index_pos, cache_);
+  }
+  void clear_kv_cache() override { cache_.reset(); }
+  size_t vocab_size() const override { return model_.config().vocab_size; }
+  size_t max_seq_len() const override { return max_seq_len_; }
+  std::string architecture() const override { return model_.config().model_type; }
+
+ private:
+  llama::Llama model_;
+  llama::Cache cache_;
+  size_t max_seq_len_;
+};
+
+class QuantizedLlamaLM final : public CausalLM {
+ public:
+  explicit QuantizedLlamaLM(quantized_llama::ModelWeights m) : model_(std::move(m)) {}
+  Tensor forward(const Tensor& ids, size_t index_pos) override { return model_.forward(ids, index_pos); }
+  void clear_kv_cache() override { model_.clear_kv_cache(); }
+  size_t vocab_size() const override { return model_.vocab_size(); }
+  size_t max_seq_len() const override { return model_.max_seq_len(); }
+  std::string architecture() const override { return model_.architecture(); }
+
+ private:
+  quantized_llama::ModelWeights model_;
+};
+
+}  // namespace
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& device, DType dtype) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) {
+    const fs::path cfg_path = p / "config.json";
+    if (!fs::exists(cfg_path, ec)) throw Error(ErrorKind::Io, path + ": no config.json");
+    llama::LlamaConfig cfg = llama::LlamaConfig::from_json(read_text(cfg_path));
+    nn::VarBuilder vb = nn::VarBuilder::from_mmaped_safetensors(weight_files(p), dtype, device);
+    return std::make_unique<LlamaLM>(llama::Llama::load(vb, cfg), cfg.max_position_embeddings);
+  }
+  if (!fs::exists(p, ec)) throw Error(ErrorKind::Io, path + ": no such file or folder");
+  quantized::gguf_file::Content ct = quantized::gguf_file::Content::read(path);
+  return std::make_unique<QuantizedLlamaLM>(quantized_llama::ModelWeights::from_gguf(ct, device));
+}
+
+}  // namespace candle::models

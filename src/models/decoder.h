@@ -1,0 +1,84 @@
+// The decoder-only transformer shared by models::llama (safetensors, nn::Linear) and
+// models::quantized_llama (GGUF, quantized::QMatMul): pre-norm blocks of grouped-query attention
+// with rotary embeddings and a SwiGLU MLP.
+#pragma once
+
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "candle/nn/kv_cache.h"
+#include "candle/nn/layers.h"
+#include "candle/quantized/quantized.h"
+#include "candle/tensor.h"
+
+namespace candle::models::detail {
+
+// A projection x w^T (+ bias): a plain Linear or a quantized matmul.
+struct Proj {
+  std::variant<nn::Linear, quantized::QMatMul> w;
+  std::optional<Tensor> bias;  // with QMatMul
+  Tensor forward(const Tensor& x) const;
+};
+
+// A sparse mixture-of-experts MLP (mixtral, qwen3_moe): a router picks top_k of the experts per
+// token (softmax over all of them, then the k largest, renormalised when norm_topk); the token's
+// output is the weighted sum of those experts' SwiGLU MLPs.
+struct MoeMlp {
+  Proj router;  // [num_experts, hidden]
+  std::vector<Proj> gate, up, down;
+  size_t top_k = 2;
+  bool norm_topk = true;
+  Tensor forward(const Tensor& x, bool gelu) const;
+};
+
+struct DecoderLayer {
+  Tensor attn_norm, ffn_norm;
+  std::optional<Tensor> q_norm, k_norm;  // [head_dim]
+  Proj q, k, v, o;
+  std::optional<Proj> gate, up, down;  // the dense MLP (absent with moe)
+  std::optional<size_t> window;
+  // gemma2 / gemma3: norms of the attention and MLP outputs before the residual adds
+  std::optional<Tensor> post_attn_norm, post_ffn_norm;
+  size_t rope_set = 0;        // which of the spec's frequency sets (gemma3: local vs global layers)
+  std::optional<MoeMlp> moe;  // instead of gate / up / down
+};
+
+struct DecoderSpec {
+  size_t heads = 0, kv_heads = 0, head_dim = 0;
+  double eps = 1e-6;
+  bool interleaved_rope = false;              // rope_i (llama GGUFs) instead of rope (halves)
+  std::vector<std::vector<float>> inv_freqs;  // one or more sets of head_dim / 2 frequencies
+  size_t max_seq_len = 4096;
+  double attn_scale = 0.0;   // 0: 1 / sqrt(head_dim)
+  double embed_scale = 0.0;  // 0: none (gemma: sqrt(hidden))
+  bool gelu_mlp = false;     // gelu (tanh) instead of silu
+  std::optional<double> attn_softcap, final_softcap;
+};
+
+class Decoder {
+ public:
+  Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> layers, Tensor final_norm,
+          Proj lm_head);
+  // ids [b, t] at index_pos..; with caches: appended to (index_pos must be their length) and the
+  // last position's logits [b, vocab]; without: [b, t, vocab]. Logits f32.
+  Tensor forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches) const;
+  const DecoderSpec& spec() const { return spec_; }
+  size_t num_layers() const { return layers_.size(); }
+  size_t vocab_size() const { return embeddings_.dim(0); }
+
+ private:
+  // cos / sin [t, head_dim / 2] of frequency set `set` for positions pos..pos+t-1, in dtype
+  std::pair<Tensor, Tensor> rope_tables(size_t set, size_t pos, size_t t, DType dtype) const;
+  Tensor attention(const DecoderLayer& l, const Tensor& x, size_t index_pos, const Tensor& cos,
+                   const Tensor& sin, nn::KvCache* cache) const;
+  DecoderSpec spec_;
+  Tensor embeddings_;
+  std::vector<DecoderLayer> layers_;
+  Tensor final_norm_;
+  Proj lm_head_;
+  // per frequency set: [min(max_seq_len, kTablePositions), head_dim / 2] f32
+  std::vector<Tensor> cos_tables_, sin_tables_;
+};
+
+}  // namespace candle::models::detail

@@ -1,0 +1,138 @@
+// candle::nn::ops::scaled_dot_product_attention: a custom op whose forwards call the device's
+// fused kernel (BackendStorage::scaled_dot_product_attention; the CPU's: src/cpu/attention.cpp),
+// and the same math with tensor ops where a device has none and under autograd.
+#include "candle/nn/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "candle/nn/ops.h"
+#include "check.h"
+#include "fused_op.h"
+
+namespace candle::nn::ops {
+namespace {
+
+struct AttnShape {
+  size_t b, h, hkv, tq, tk, d, dv;
+};
+
+AttnShape check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  detail::check_float(q, op);
+  detail::check_same_device(q, k, op);
+  detail::check_same_device(q, v, op);
+  auto bad = [&](const char* why) {
+    return Error(ErrorKind::ShapeMismatch, std::string(op) + ": " + why + ", q: " + q.shape().to_string() +
+                                               ", k: " + k.shape().to_string() +
+                                               ", v: " + v.shape().to_string());
+  };
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) throw bad("expected [b, h, t, d] operands");
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    throw Error(ErrorKind::DTypeMismatch, std::string(op) + ": q, k and v must have one dtype");
+  AttnShape s{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), v.dim(3)};
+  if (k.dim(0) != s.b || v.dim(0) != s.b) throw bad("batch sizes differ");
+  if (v.dim(1) != s.hkv || v.dim(2) != s.tk) throw bad("k and v differ in heads or length");
+  if (k.dim(3) != s.d) throw bad("q and k differ in head size");
+  if (s.hkv == 0 || s.h % s.hkv != 0) throw bad("the query heads are not a multiple of the kv heads");
+  if (s.tq > s.tk) throw bad("more queries than keys");
+  return s;
+}
+
+AttentionParams params(double scale, bool causal, std::optional<size_t> window, std::optional<double> softcap,
+                       const char* op) {
+  if (window && *window == 0)
+    throw Error(ErrorKind::InvalidArgument, std::string(op) + ": the sliding window must be > 0");
+  if (softcap && !(*softcap > 0.0))
+    throw Error(ErrorKind::InvalidArgument, std::string(op) + ": softcap must be > 0");
+  return AttentionParams{static_cast<float>(scale), causal, window.value_or(0),
+                         static_cast<float>(softcap.value_or(0.0))};
+}
+
+class AttentionOp final : public CustomOp3 {
+ public:
+  AttentionOp(AttentionParams p, Shape out, std::function<Tensor()> composed)
+      : p_(p), out_(std::move(out)), composed_(std::move(composed)) {}
+  std::string name() const override { return "scaled-dot-product-attention"; }
+  CpuOpResult cpu_fwd(const CpuStorage& s1, const Layout& l1, const CpuStorage& s2, const Layout& l2,
+                      const CpuStorage& s3, const Layout& l3) const override {
+    auto [r, shape] = run(s1, l1, s2, l2, s3, l3);
+    return {detail::as_cpu_result(std::move(r), "scaled-dot-product-attention"), shape};
+  }
+  OpResult cuda_fwd(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
+                    const BackendStorage& s3, const Layout& l3) const override {
+    return run(s1, l1, s2, l2, s3, l3);
+  }
+  OpResult rocm_fwd(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
+                    const BackendStorage& s3, const Layout& l3) const override {
+    return run(s1, l1, s2, l2, s3, l3);
+  }
+  OpResult vulkan_fwd(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
+                      const BackendStorage& s3, const Layout& l3) const override {
+    return run(s1, l1, s2, l2, s3, l3);
+  }
+  OpResult metal_fwd(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
+                     const BackendStorage& s3, const Layout& l3) const override {
+    return run(s1, l1, s2, l2, s3, l3);
+  }
+
+ private:
+  OpResult run(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
+               const BackendStorage& s3, const Layout& l3) const {
+    return {detail::kernel_or_composed(s1.scaled_dot_product_attention(l1, s2, l2, s3, l3, p_), composed_),
+            out_};
+  }
+  AttentionParams p_;
+  Shape out_;
+  std::function<Tensor()> composed_;
+};
+
+}  // namespace
+
+Tensor scaled_dot_product_attention_slow(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                         bool causal, std::optional<size_t> sliding_window,
+                                         std::optional<double> softcap) {
+  const char* op = "scaled_dot_product_attention";
+  AttnShape s = check_attention(q, k, v, op);
+  AttentionParams p = params(scale, causal, sliding_window, softcap, op);
+  const size_t g = s.h / s.hkv;
+  // grouped heads: query head kvh * g + j is row (j, t) of kv head kvh's [g * tq, d] block
+  Tensor q2 = q.contiguous().reshape({s.b, s.hkv, g * s.tq, s.d});
+  Tensor scores = q2.matmul(k.transpose(2, 3)).to_dtype(DType::F32) * scale;
+  if (p.softcap > 0.0f)
+    scores = (scores / static_cast<double>(p.softcap)).tanh() * static_cast<double>(p.softcap);
+  if (p.causal || p.sliding_window > 0) {
+    std::vector<float> mask(s.tq * s.tk, 0.0f);
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < s.tq; ++i) {
+      const size_t pos = s.tk - s.tq + i;
+      for (size_t j = 0; j < s.tk; ++j) {
+        const bool future = p.causal && j > pos;
+        const bool outside = p.sliding_window > 0 && j + p.sliding_window <= pos;
+        if (future || outside) mask[i * s.tk + j] = neg_inf;
+      }
+    }
+    Tensor m = Tensor::from_vec(mask, {s.tq, s.tk}, q.device());
+    scores =
+        scores.reshape({s.b, s.hkv, g, s.tq, s.tk}).broadcast_add(m).reshape({s.b, s.hkv, g * s.tq, s.tk});
+  }
+  Tensor probs = softmax_last_dim(scores).to_dtype(q.dtype());
+  return probs.matmul(v.contiguous()).reshape({s.b, s.h, s.tq, s.dv});
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                    bool causal, std::optional<size_t> sliding_window,
+                                    std::optional<double> softcap) {
+  const char* op = "scaled_dot_product_attention";
+  if (q.track_op() || k.track_op() || v.track_op())
+    return scaled_dot_product_attention_slow(q, k, v, scale, causal, sliding_window, softcap);
+  AttnShape s = check_attention(q, k, v, op);
+  AttentionParams p = params(scale, causal, sliding_window, softcap, op);
+  auto composed = [&] {
+    return scaled_dot_product_attention_slow(q, k, v, scale, causal, sliding_window, softcap);
+  };
+  return q.apply_op3_no_bwd(k, v, AttentionOp(p, Shape{s.b, s.h, s.tq, s.dv}, composed));
+}
+
+}  // namespace candle::nn::ops

@@ -1,0 +1,169 @@
+// models::llama against transformers: tests/data/llm/<family>/ (tools/gen_llm_fixtures.py, run by
+// the lead with torch 2.11 / transformers 5.17: tiny random models, f16 weights; the reference
+// logits computed in f32 from those weights with eager attention, the greedy continuation by full
+// recomputation at every step).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "candle/candle.h"
+#include "candle/io/safetensors.h"
+#include "candle/models/causal_lm.h"
+#include "candle/quantized/gguf_file.h"
+#include "candle/quantized/quantized.h"
+
+using namespace candle;
+
+namespace {
+
+std::string dir(const std::string& family) { return std::string(CANDLE_TEST_DATA_DIR) + "/llm/" + family; }
+
+struct Expected {
+  std::vector<uint32_t> prompt, greedy;
+  Tensor logits;  // [1, T, V]
+};
+
+Expected expected(const std::string& family) {
+  auto t = safetensors::load(dir(family) + "/expected.safetensors", Device::cpu());
+  Expected e;
+  for (int64_t x : t.at("input_ids").flatten_all().to_vec1<int64_t>())
+    e.prompt.push_back(static_cast<uint32_t>(x));
+  for (int64_t x : t.at("greedy").to_vec1<int64_t>()) e.greedy.push_back(static_cast<uint32_t>(x));
+  e.logits = t.at("logits");
+  return e;
+}
+
+Tensor ids(const std::vector<uint32_t>& v) { return Tensor::from_vec(v, {1, v.size()}, Device::cpu()); }
+
+struct Family {
+  const char* name;
+  float tol;  // on the logits
+};
+
+class Transformers : public ::testing::TestWithParam<Family> {};
+
+}  // namespace
+
+// Each prompt position's logits: the model fed one token at a time through its KV cache (so the
+// cache, the decode attention and the rope offsets are all exercised) against transformers' batch
+// forward; the prompt fed in one batch against its last position; and the 32 greedy tokens, which
+// must be transformers' exactly (the fixtures' top-1/top-2 margins are >= 0.022).
+// Tolerances on |logits| up to ~5: 2e-5 where the reference computes what candle does (measured:
+// gemma, gemma2, gemma3, phi3, mixtral, qwen3_moe within 4.8e-6); 5e-3 for llama, llama3, mistral,
+// qwen2 and qwen3 (measured 7e-4 .. 3.0e-3), whose reference's rotary frequencies behave as if
+// rounded to f16: with inv_freq rounded to f16 those five equal it within 6.4e-6 too. (tools/
+// gen_llm_fixtures.py builds the reference in f32 and checks that its inv_freq buffers are not
+// f16-rounded; the cause inside transformers 5.17 is not found yet.) Here they are f32.
+TEST_P(Transformers, LogitsAndGreedyTokens) {
+  const std::string family = GetParam().name;
+  const float tol = GetParam().tol;
+  Expected e = expected(family);
+  auto lm = models::load_causal_lm(dir(family), Device::cpu(), DType::F32);
+  const size_t t = e.prompt.size(), v = lm->vocab_size();
+  ASSERT_EQ(e.logits.shape(), (Shape{1, t, v}));
+  float worst = 0;
+  for (size_t p = 0; p < t; ++p) {
+    Tensor got = lm->forward(ids({e.prompt[p]}), p);
+    Tensor want = e.logits.narrow(1, p, 1).squeeze(1);
+    worst = std::max(worst, (got - want).abs().flatten_all().max(0).to_scalar<float>());
+  }
+  EXPECT_LT(worst, tol) << family << ": token-by-token logits";
+  lm->clear_kv_cache();
+  Tensor last = lm->forward(ids(e.prompt), 0);
+  float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
+  EXPECT_LT(d, tol) << family << ": batched prompt";
+
+  std::vector<uint32_t> seq = e.prompt;
+  for (size_t i = 0; i + t < e.greedy.size(); ++i) {
+    seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
+    last = lm->forward(ids({seq.back()}), seq.size() - 1);
+  }
+  EXPECT_EQ(seq, e.greedy) << family;
+}
+
+constexpr float kExact = 2e-5f, kF16Rope = 5e-3f;
+INSTANTIATE_TEST_SUITE_P(Llm, Transformers,
+                         ::testing::Values(Family{"llama", kF16Rope}, Family{"llama3", kF16Rope},
+                                           Family{"mistral", kF16Rope}, Family{"qwen2", kF16Rope},
+                                           Family{"qwen3", kF16Rope}, Family{"gemma", kExact},
+                                           Family{"gemma2", kExact}, Family{"gemma3", kExact},
+                                           Family{"phi3", kExact}, Family{"mixtral", kExact},
+                                           Family{"qwen3_moe", kExact}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The GGUF path of qwen2 (q/k/v biases) and qwen3 (q/k norms, head_dim 24 != hidden / heads): the
+// fixtures' weights written as an f32 GGUF under llama.cpp's names (qwen GGUFs keep HF's row order:
+// the NEOX rope), loaded by quantized_llama, against transformers' logits and greedy tokens
+// (tolerance as for the safetensors models of these two families).
+TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
+  namespace gg = quantized::gguf_file;
+  for (const std::string family : {"qwen2", "qwen3"}) {
+    auto w = safetensors::load(dir(family) + "/model.safetensors", Device::cpu());
+    auto cfg = nlohmann::json::parse(std::ifstream(dir(family) + "/config.json"));
+    gg::TensorList tensors;
+    auto put = [&](const std::string& name, const std::string& hf) {
+      tensors.emplace_back(
+          name, quantized::QTensor::quantize(w.at(hf).to_dtype(DType::F32), quantized::GgmlDType::F32));
+    };
+    put("token_embd.weight", "model.embed_tokens.weight");
+    put("output_norm.weight", "model.norm.weight");
+    const size_t layers = cfg["num_hidden_layers"].get<size_t>();
+    for (size_t i = 0; i < layers; ++i) {
+      const std::string b = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
+      put(b + "attn_norm.weight", h + "input_layernorm.weight");
+      put(b + "ffn_norm.weight", h + "post_attention_layernorm.weight");
+      for (const char* p : {"q", "k", "v"}) {
+        put(b + "attn_" + p + ".weight", h + "self_attn." + p + "_proj.weight");
+        if (family == "qwen2") put(b + "attn_" + p + ".bias", h + "self_attn." + p + "_proj.bias");
+      }
+      put(b + "attn_output.weight", h + "self_attn.o_proj.weight");
+      if (family == "qwen3") {
+        put(b + "attn_q_norm.weight", h + "self_attn.q_norm.weight");
+        put(b + "attn_k_norm.weight", h + "self_attn.k_norm.weight");
+      }
+      put(b + "ffn_gate.weight", h + "mlp.gate_proj.weight");
+      put(b + "ffn_up.weight", h + "mlp.up_proj.weight");
+      put(b + "ffn_down.weight", h + "mlp.down_proj.weight");
+    }
+    const size_t heads = cfg["num_attention_heads"].get<size_t>();
+    const size_t hidden = cfg["hidden_size"].get<size_t>();
+    const uint32_t head_dim =
+        static_cast<uint32_t>(cfg.contains("head_dim") ? cfg["head_dim"].get<size_t>() : hidden / heads);
+    const std::string a = family + ".";
+    gg::MetadataList meta{
+        {"general.architecture", family},
+        {a + "context_length", cfg["max_position_embeddings"].get<uint32_t>()},
+        {a + "embedding_length", static_cast<uint32_t>(hidden)},
+        {a + "block_count", static_cast<uint32_t>(layers)},
+        {a + "feed_forward_length", cfg["intermediate_size"].get<uint32_t>()},
+        {a + "attention.head_count", static_cast<uint32_t>(heads)},
+        {a + "attention.head_count_kv", cfg["num_key_value_heads"].get<uint32_t>()},
+        {a + "attention.key_length", head_dim},
+        {a + "attention.value_length", head_dim},
+        {a + "attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"].get<float>()},
+        {a + "rope.freq_base", cfg["rope_parameters"]["rope_theta"].get<float>()},
+    };
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("candle-test-" + family + ".gguf")).string();
+    gg::write(path, meta, tensors);
+    auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
+    std::filesystem::remove(path);
+    EXPECT_EQ(lm->architecture(), family);
+    Expected e = expected(family);
+    Tensor last = lm->forward(ids(e.prompt), 0);
+    const size_t t = e.prompt.size();
+    float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
+    EXPECT_LT(d, kF16Rope) << family;
+    std::vector<uint32_t> seq = e.prompt;
+    for (size_t i = 0; i + t < e.greedy.size(); ++i) {
+      seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
+      last = lm->forward(ids({seq.back()}), seq.size() - 1);
+    }
+    EXPECT_EQ(seq, e.greedy) << family;
+  }
+}
