@@ -5,7 +5,7 @@ pkgs=(g++ cmake ninja-build ccache pkg-config libopenblas-openmp-dev zlib1g-dev 
       libcli11-dev libpng-dev libjpeg62-turbo-dev libgtest-dev libgmock-dev libpcre2-dev libicu-dev libbenchmark-dev clang-format clang-tidy
       clang libclang-rt-14-dev libomp-dev python3
       libvulkan-dev glslang-tools mesa-vulkan-drivers
-      dataset-fashion-mnist)
+      dataset-fashion-mnist bible-kjv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

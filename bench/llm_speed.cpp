@@ -1,0 +1,133 @@
+// llm_speed: a language model's speed as llama-bench measures it, on random tokens: pp<N> (one
+// batch of N tokens from an empty KV cache) and tg<N> (N single-token steps from an empty cache),
+// each after a warm-up run, --reps times; tokens/s mean and standard deviation, then the peak
+// resident memory. Needs no tokenizer (the model alone), so it builds where candle::tokenizers
+// does not. tools/bench_llm_vs_llamacpp.py runs it beside llama.cpp on the same files.
+//
+//   llm_speed MODEL [--pp 512] [--tg 128] [--reps 3] [--threads N] [--device cpu] [--dtype f32]
+//                   [--seed 0]
+// prints one line per test:  BENCH test=pp512 t=512 tok_per_s=MEAN std=STD
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "candle/candle.h"
+#include "candle/models/causal_lm.h"
+
+using candle::DType;
+using candle::Tensor;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void report(const std::string& test, size_t n, const std::vector<double>& secs) {
+  std::vector<double> tps;
+  for (double s : secs) tps.push_back(static_cast<double>(n) / s);
+  double mean = 0, var = 0;
+  for (double v : tps) mean += v;
+  mean /= static_cast<double>(tps.size());
+  for (double v : tps) var += (v - mean) * (v - mean);
+  const double sd = tps.size() > 1 ? std::sqrt(var / static_cast<double>(tps.size() - 1)) : 0.0;
+  std::printf("BENCH test=%s t=%zu tok_per_s=%.2f std=%.2f\n", test.c_str(), n, mean, sd);
+  std::fflush(stdout);
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: llm_speed MODEL [--pp N] [--tg N] [--reps N] [--threads N] [--device NAME] "
+               "[--dtype f32|f16|bf16] [--seed S]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  std::string model_path = argv[1], device_name = "cpu", dtype_name = "f32";
+  long pp = 512, tg = 128, reps = 3, threads = 0, seed = 0;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return usage();
+    const char* v = argv[++i];
+    if (a == "--pp")
+      pp = std::atol(v);
+    else if (a == "--tg")
+      tg = std::atol(v);
+    else if (a == "--reps")
+      reps = std::atol(v);
+    else if (a == "--threads")
+      threads = std::atol(v);
+    else if (a == "--device")
+      device_name = v;
+    else if (a == "--dtype")
+      dtype_name = v;
+    else if (a == "--seed")
+      seed = std::atol(v);
+    else
+      return usage();
+  }
+  if (pp < 0 || tg < 0 || reps < 1 || threads < 0) return usage();
+  try {
+    if (threads > 0) candle::set_num_threads(static_cast<size_t>(threads));
+    const DType dtype = dtype_name == "f16" ? DType::F16 : dtype_name == "bf16" ? DType::BF16 : DType::F32;
+    const auto t_load = Clock::now();
+    const candle::Device device = candle::Device::from_name(device_name);
+    auto model = candle::models::load_causal_lm(model_path, device, dtype);
+    std::fprintf(stderr, "llm_speed: %s (%s) loaded in %.2f s, %zu threads\n", model_path.c_str(),
+                 model->architecture().c_str(), seconds_since(t_load), candle::get_num_threads());
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    const size_t vocab = model->vocab_size();
+    auto random_ids = [&](size_t n) {
+      std::vector<uint32_t> v(n);
+      for (auto& x : v) x = static_cast<uint32_t>(rng() % vocab);
+      return v;
+    };
+    auto sync = [](const Tensor& logits) { (void)logits.to_dtype(DType::F32).flatten_to_vec<float>(); };
+    auto pp_once = [&](size_t n) {
+      model->clear_kv_cache();
+      auto ids = random_ids(n);
+      const auto t0 = Clock::now();
+      sync(model->forward(Tensor::from_vec(ids, {1, n}, device), 0));
+      return seconds_since(t0);
+    };
+    auto tg_once = [&](size_t n) {
+      model->clear_kv_cache();
+      auto ids = random_ids(n);
+      const auto t0 = Clock::now();
+      for (size_t i = 0; i < n; ++i)
+        sync(model->forward(Tensor::from_vec(std::vector<uint32_t>{ids[i]}, {1, 1}, device), i));
+      return seconds_since(t0);
+    };
+    if (pp > 0) {
+      const size_t n = static_cast<size_t>(pp);
+      pp_once(n);
+      std::vector<double> secs;
+      for (long r = 0; r < reps; ++r) secs.push_back(pp_once(n));
+      report("pp" + std::to_string(n), n, secs);
+    }
+    if (tg > 0) {
+      const size_t n = static_cast<size_t>(tg);
+      tg_once(std::min<size_t>(n, 16));
+      std::vector<double> secs;
+      for (long r = 0; r < reps; ++r) secs.push_back(tg_once(n));
+      report("tg" + std::to_string(n), n, secs);
+    }
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    std::fprintf(stderr, "llm_speed: peak memory %.0f MiB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "llm_speed: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,121 @@
+// candle-llm as a user runs it: on a GGUF written by candle-make-random-llama (tiny shape, its
+// synthetic SentencePiece vocabulary), and on bad input (one clear line, exit status 1).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "models/program_util.h"
+
+namespace fs = std::filesystem;
+using candle::test_models::program;
+using candle::test_models::run;
+
+namespace {
+
+struct LlmProgram : ::testing::Test {
+  fs::path llm, maker, dir;
+  std::string gguf;
+  void SetUp() override {
+    llm = program("candle-llm");
+    maker = program("candle-make-random-llama");
+    if (llm.empty() || maker.empty()) GTEST_SKIP() << "candle-llm or candle-make-random-llama not built";
+    dir = fs::temp_directory_path() / ("candle-llm-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    gguf = (dir / "tiny.gguf").string();
+    auto r = run(maker.string() + " " + gguf + " --shape tiny --type q8_0 --seed 3");
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+  candle::test_models::ProgramResult llm_run(const std::string& args) {
+    return run(llm.string() + " " + args, /*keep_stdout=*/true);
+  }
+};
+
+TEST_F(LlmProgram, GreedyGenerationIsReproducibleAndReportsSpeed) {
+  const auto a = llm_run("--model " + gguf + " --prompt 'ab ba' --temperature 0 --max-tokens 12");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  EXPECT_EQ(a.out.rfind("ab ba", 0), 0u) << "the prompt is echoed first: " << a.out;
+  EXPECT_GT(a.out.size(), std::string("ab ba").size()) << "nothing was generated";
+  for (const char* what : {"prompt:", "tokens/s", "generation:", "time to first token", "peak memory"})
+    EXPECT_NE(a.err.find(what), std::string::npos) << "missing '" << what << "' in:\n" << a.err;
+  const auto b = llm_run("--model " + gguf + " --prompt 'ab ba' --temperature 0 --max-tokens 12");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST_F(LlmProgram, SeededSamplingIsReproducible) {
+  const std::string args = "--model " + gguf +
+                           " --prompt ab --max-tokens 16 --temperature 1.5 --top-k 0 --top-p 1 "
+                           "--min-p 0 --quiet --seed ";
+  const auto a = llm_run(args + "7"), b = llm_run(args + "7");
+  ASSERT_EQ(a.rc, 0) << a.err;
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_FALSE(a.out.empty());
+  EXPECT_EQ(a.err.find("tokens/s"), std::string::npos) << "--quiet prints only the text";
+}
+
+TEST_F(LlmProgram, MaxTokensZeroGeneratesNothing) {
+  const auto r = llm_run("--model " + gguf + " --prompt ab --max-tokens 0 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(LlmProgram, ChatReadsTurnsUntilAnEmptyLine) {
+  // this GGUF has no chat template: plain text turns
+  const auto r = run("printf 'ab\\nba\\n\\n' | " + llm.string() + " --model " + gguf +
+                         " --chat --temperature 0 --max-tokens 4",
+                     /*keep_stdout=*/true);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("chat mode"), std::string::npos) << r.err;
+  EXPECT_FALSE(r.out.empty());
+}
+
+TEST_F(LlmProgram, AMissingModelIsOneClearLine) {
+  const auto r = llm_run("--model " + (dir / "nope.gguf").string() + " --prompt ab");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+}
+
+TEST_F(LlmProgram, ATruncatedGgufIsAnError) {
+  const std::string cut = (dir / "cut.gguf").string();
+  {
+    std::ifstream in(gguf, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream out(cut, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  }
+  const auto r = llm_run("--model " + cut + " --prompt ab");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("candle-llm: error:"), std::string::npos) << r.err;
+}
+
+TEST_F(LlmProgram, AnUnknownArchitectureIsNamed) {
+  const fs::path m = dir / "mamba";
+  fs::create_directories(m);
+  std::ofstream(m / "config.json") << R"({"model_type": "mamba", "hidden_size": 8})";
+  const auto r = llm_run("--model " + m.string() + " --prompt ab");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("mamba"), std::string::npos) << r.err;
+}
+
+TEST_F(LlmProgram, AFolderWithoutTokenizerSaysSo) {
+  const fs::path src = fs::path(CANDLE_TEST_DATA_DIR) / "llm" / "llama";
+  if (!fs::exists(src / "config.json")) GTEST_SKIP() << "tests/data/llm/llama missing";
+  const auto r = llm_run("--model " + src.string() + " --prompt ab");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("tokenizer"), std::string::npos) << r.err;
+}
+
+TEST_F(LlmProgram, BadOptionsAreRefused) {
+  EXPECT_NE(llm_run("--model " + gguf + " --top-p 2").rc, 0);
+  EXPECT_NE(llm_run("--model " + gguf + " --prompt a --chat").rc, 0);
+  EXPECT_NE(llm_run("--model " + gguf + " --device nosuchdevice --prompt a").rc, 0);
+}
+
+}  // namespace

@@ -1,0 +1,30 @@
+#!/bin/bash
+# LLM speed on the GPU machine's 16-core CPU against llama.cpp, same files, same run (see
+# /work/shared/device/README.md; carry .devdeps with llama.cpp's libraries in .devdeps/ggml):
+#   source .devdeps/devenv.sh && bash tools/llm_device_run.sh
+# builds llm_speed, candle-make-random-llama and qmatmul_vs_ggml; writes random TinyLlama-shape
+# GGUFs (Q4_0, Q8_0, Q4_K_M, F16), runs tools/bench_llm_vs_llamacpp.py at THREADS (16), then the
+# decode matmuls against ggml. Logs under $OUT.
+cd "$(dirname "$0")/.."
+T0=$SECONDS
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
+ZL=""; [ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && ZL="-DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1"
+grep -m1 'model name' /proc/cpuinfo
+B=build-dev-llm
+{ cmake -S . -B $B $GEN $ZL -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF -DCANDLE_BUILD_TESTS=OFF && \
+  timeout 300 cmake --build $B -j16 --target llm_speed candle-make-random-llama qmatmul_vs_ggml; } > $OUT/build.log 2>&1 \
+  || { echo "build failed"; tail -30 $OUT/build.log; exit 1; }
+echo "built at $((SECONDS-T0)) s"
+M=/tmp/models; mkdir -p $M
+for t in ${TYPES:-q4_0 q8_0 q4_k_m f16}; do
+  [ -f $M/tinyllama-$t.gguf ] || $B/bin/candle-make-random-llama $M/tinyllama-$t.gguf --shape tinyllama --type $t > /dev/null
+done
+echo "models at $((SECONDS-T0)) s"; ls -la $M
+export CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps/ggml
+timeout ${BENCH_TIMEOUT:-360} python3 tools/bench_llm_vs_llamacpp.py --llm-speed $B/bin/llm_speed $M/tinyllama-*.gguf \
+  --threads ${THREADS:-16} --pp ${PP:-128,512} --tg ${TG:-128} --reps ${REPS:-2} --json $OUT/llm_bench.json 2>&1 | tee $OUT/llm_bench.log
+echo "bench at $((SECONDS-T0)) s"
+timeout 60 $B/bin/qmatmul_vs_ggml --lib-dir $CANDLE_LLAMA_LIB_DIR --threads ${THREADS:-16} --rounds 3 \
+  --types q4_0,q8_0,q4_k,q6_k --shapes 2048x2048,5632x2048,2048x5632 --m 1 2>&1 | tail -n +2
+echo "done at $((SECONDS-T0)) s"
