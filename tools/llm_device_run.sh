@@ -26,5 +26,5 @@ timeout ${BENCH_TIMEOUT:-360} python3 tools/bench_llm_vs_llamacpp.py --llm-speed
   --threads ${THREADS:-16} --pp ${PP:-128,512} --tg ${TG:-128} --reps ${REPS:-2} --json $OUT/llm_bench.json 2>&1 | tee $OUT/llm_bench.log
 echo "bench at $((SECONDS-T0)) s"
 timeout 60 $B/bin/qmatmul_vs_ggml --lib-dir $CANDLE_LLAMA_LIB_DIR --threads ${THREADS:-16} --rounds 3 \
-  --types q4_0,q8_0,q4_k,q6_k --shapes 2048x2048,5632x2048,2048x5632 --m 1 2>&1 | tail -n +2
+  --types ${QTYPES:-q4_0,q8_0,q4_k,q6_k} --shapes 2048x2048,256x2048,5632x2048,2048x5632 --m ${QM:-1} 2>&1 | tail -n +2
 echo "done at $((SECONDS-T0)) s"

@@ -50,7 +50,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::atomic<int> g_interrupts{0};
-extern "C" void on_sigint(int) { g_interrupts.fetch_add(1); }
+// the first Ctrl-C stops the answer being generated; a second one before it is noticed (a long
+// prompt being processed) ends the program as Ctrl-C does by default
+extern "C" void on_sigint(int) {
+  if (g_interrupts.fetch_add(1) >= 1) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+  }
+}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -265,6 +272,20 @@ void print_stats(const Stats& st) {
                peak_rss_mib());
 }
 
+// --stop "\n\n": the escapes \n, \t and \\ as in llama.cpp's prompts
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'n' || s[i + 1] == 't' || s[i + 1] == '\\')) {
+      out += s[i + 1] == 'n' ? '\n' : s[i + 1] == 't' ? '\t' : '\\';
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 DType parse_dtype(const std::string& s) {
   if (s == "f32") return DType::F32;
   if (s == "f16") return DType::F16;
@@ -353,7 +374,6 @@ int run(const Options& o) {
                                return t;
                              }())
                : rendered + answer;
-    if (g_interrupts.load() > 1) break;
   }
   if (!o.quiet) print_stats(st);
   return 0;
@@ -386,7 +406,8 @@ int main(int argc, char** argv) {
   app.add_option("--repeat-last-n", o.repeat_last_n, "how many recent tokens the penalty sees (default 64)")
       ->check(CLI::NonNegativeNumber);
   auto* seed_opt = app.add_option("--seed", seed, "sampling seed (default: random)");
-  app.add_option("--stop", o.stop, "stop when the text contains this string (repeatable)");
+  app.add_option("--stop", o.stop,
+                 "stop when the text contains this string (repeatable; \\n and \\t are escapes)");
   app.add_option("--threads,-t", o.threads, "CPU threads (default: CANDLE_NUM_THREADS or all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", o.device, "cpu (default), auto, cuda, cuda:N, vulkan, vulkan:N");
@@ -396,6 +417,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet,-q", o.quiet, "print only the generated text");
   CLI11_PARSE(app, argc, argv);
   if (*seed_opt) o.seed = seed;
+  for (auto& s : o.stop) s = unescape(s);
   try {
     return run(o);
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 // synthetic SentencePiece vocabulary), and on bad input (one clear line, exit status 1).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -58,6 +59,25 @@ TEST_F(LlmProgram, SeededSamplingIsReproducible) {
   EXPECT_EQ(a.out, b.out);
   EXPECT_FALSE(a.out.empty());
   EXPECT_EQ(a.err.find("tokens/s"), std::string::npos) << "--quiet prints only the text";
+}
+
+TEST_F(LlmProgram, AStopStringEndsTheTextBeforeIt) {
+  const std::string args = "--model " + gguf + " --prompt 'ab ba' --temperature 0 --max-tokens 24 --quiet";
+  const auto full = llm_run(args);
+  ASSERT_EQ(full.rc, 0) << full.err;
+  // a stop string of two ASCII letters or digits from the greedy text, past its first bytes
+  size_t at = std::string::npos;
+  for (size_t i = 2; i + 1 < full.out.size(); ++i)
+    if (std::isalnum(static_cast<unsigned char>(full.out[i])) &&
+        std::isalnum(static_cast<unsigned char>(full.out[i + 1]))) {
+      at = i;
+      break;
+    }
+  if (at == std::string::npos) GTEST_SKIP() << "no ASCII pair in the greedy text";
+  const std::string stop = full.out.substr(at, 2);
+  const auto cut = llm_run(args + " --stop " + stop);
+  ASSERT_EQ(cut.rc, 0) << cut.err;
+  EXPECT_EQ(cut.out, full.out.substr(0, full.out.find(stop))) << "stop '" << stop << "'";
 }
 
 TEST_F(LlmProgram, MaxTokensZeroGeneratesNothing) {
