@@ -50,44 +50,6 @@ AttentionParams params(double scale, bool causal, std::optional<size_t> window, 
                          static_cast<float>(softcap.value_or(0.0))};
 }
 
-class AttentionOp final : public CustomOp3 {
- public:
-  AttentionOp(AttentionParams p, Shape out, std::function<Tensor()> composed)
-      : p_(p), out_(std::move(out)), composed_(std::move(composed)) {}
-  std::string name() const override { return "scaled-dot-product-attention"; }
-  CpuOpResult cpu_fwd(const CpuStorage& s1, const Layout& l1, const CpuStorage& s2, const Layout& l2,
-                      const CpuStorage& s3, const Layout& l3) const override {
-    auto [r, shape] = run(s1, l1, s2, l2, s3, l3);
-    return {detail::as_cpu_result(std::move(r), "scaled-dot-product-attention"), shape};
-  }
-  OpResult cuda_fwd(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
-                    const BackendStorage& s3, const Layout& l3) const override {
-    return run(s1, l1, s2, l2, s3, l3);
-  }
-  OpResult rocm_fwd(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
-                    const BackendStorage& s3, const Layout& l3) const override {
-    return run(s1, l1, s2, l2, s3, l3);
-  }
-  OpResult vulkan_fwd(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
-                      const BackendStorage& s3, const Layout& l3) const override {
-    return run(s1, l1, s2, l2, s3, l3);
-  }
-  OpResult metal_fwd(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
-                     const BackendStorage& s3, const Layout& l3) const override {
-    return run(s1, l1, s2, l2, s3, l3);
-  }
-
- private:
-  OpResult run(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
-               const BackendStorage& s3, const Layout& l3) const {
-    return {detail::kernel_or_composed(s1.scaled_dot_product_attention(l1, s2, l2, s3, l3, p_), composed_),
-            out_};
-  }
-  AttentionParams p_;
-  Shape out_;
-  std::function<Tensor()> composed_;
-};
-
 }  // namespace
 
 Tensor scaled_dot_product_attention_slow(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
@@ -132,7 +94,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   auto composed = [&] {
     return scaled_dot_product_attention_slow(q, k, v, scale, causal, sliding_window, softcap);
   };
-  return q.apply_op3_no_bwd(k, v, AttentionOp(p, Shape{s.b, s.h, s.tq, s.dv}, composed));
+  auto kernel = [p](const BackendStorage& q_s, const Layout& q_l, const BackendStorage& k_s,
+                    const Layout& k_l, const BackendStorage& v_s, const Layout& v_l) {
+    return q_s.scaled_dot_product_attention(q_l, k_s, k_l, v_s, v_l, p);
+  };
+  return q.apply_op3_no_bwd(
+      k, v, detail::FusedOp3("scaled-dot-product-attention", kernel, composed, Shape{s.b, s.h, s.tq, s.dv}));
 }
 
 }  // namespace candle::nn::ops

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -101,8 +102,9 @@ class FusedOp2 final : public CustomOp2 {
 template <typename Kernel>
 class FusedOp3 final : public CustomOp3 {
  public:
-  FusedOp3(const char* name, Kernel kernel, std::function<Tensor()> composed)
-      : name_(name), kernel_(std::move(kernel)), composed_(std::move(composed)) {}
+  // out: the result's shape when it is not the first operand's (attention: [b, h, tq, dv])
+  FusedOp3(const char* name, Kernel kernel, std::function<Tensor()> composed, std::optional<Shape> out = {})
+      : name_(name), kernel_(std::move(kernel)), composed_(std::move(composed)), out_(std::move(out)) {}
   std::string name() const override { return name_; }
   CpuOpResult cpu_fwd(const CpuStorage& s1, const Layout& l1, const CpuStorage& s2, const Layout& l2,
                       const CpuStorage& s3, const Layout& l3) const override {
@@ -129,11 +131,12 @@ class FusedOp3 final : public CustomOp3 {
  private:
   OpResult run(const BackendStorage& s1, const Layout& l1, const BackendStorage& s2, const Layout& l2,
                const BackendStorage& s3, const Layout& l3) const {
-    return {kernel_or_composed(kernel_(s1, l1, s2, l2, s3, l3), composed_), l1.shape()};
+    return {kernel_or_composed(kernel_(s1, l1, s2, l2, s3, l3), composed_), out_ ? *out_ : l1.shape()};
   }
   const char* name_;
   Kernel kernel_;
   std::function<Tensor()> composed_;
+  std::optional<Shape> out_;
 };
 
 // t in dtype dt (the hooks take every operand in xs' dtype; the composed versions cast too).
