@@ -97,7 +97,12 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
     lo = (p.sliding_window > 0 && pos + 1 > p.sliding_window) ? pos + 1 - p.sliding_window : 0;
     if (lo > hi) lo = hi;
   };
-  cpu::parallel_for(n.b * n.h * tiles, 1, [&](size_t u0, size_t u1) {
+  // a unit (one query tile of one head) costs about rows x tk x (d + dv) multiply-adds: units
+  // grouped so that a thread's share is worth waking it for (~64K of them; a decode over a short
+  // cache stays on the calling thread)
+  const size_t unit_work = std::max<size_t>(1, std::min(kQueryTile, n.tq) * n.tk * (n.d + n.dv));
+  const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / unit_work);
+  cpu::parallel_for(n.b * n.h * tiles, grain, [&](size_t u0, size_t u1) {
     std::vector<float> qf(kQueryTile * n.d), kf(kKeyBlock * n.d), vf(kKeyBlock * n.dv);
     std::vector<float> acc(kQueryTile * n.dv), m(kQueryTile), l(kQueryTile), s(kKeyBlock);
     for (size_t u = u0; u < u1; ++u) {

@@ -10,6 +10,10 @@ namespace candle::generation {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+// A UTF-8 character is at most 4 bytes, so a text still ending in U+FFFD after this many held
+// tokens is invalid for good: it is printed (as U+FFFD) rather than held, which would grow the
+// window that every token re-decodes without bound (random bytes from an untrained model).
+constexpr size_t kMaxHeldTokens = 8;
 
 }  // namespace
 
@@ -21,8 +25,14 @@ std::optional<std::string> TokenOutputStream::next_token(uint32_t id) {
   const std::string prev = decode(prev_index_, current_index_);
   tokens_.push_back(id);
   const std::string text = decode(prev_index_, tokens_.size());
-  if (text.size() <= prev.size() || !text.starts_with(prev) || text.ends_with(kReplacement))
+  const bool held_long = tokens_.size() - current_index_ >= kMaxHeldTokens;
+  if (text.size() <= prev.size() || !text.starts_with(prev) || (text.ends_with(kReplacement) && !held_long)) {
+    // tokens that add no text (or rewrite what was printed) are not re-decoded forever either
+    if (held_long && (text.size() <= prev.size() || !text.starts_with(prev))) {
+      prev_index_ = current_index_ = tokens_.size();
+    }
     return std::nullopt;
+  }
   prev_index_ = current_index_;
   current_index_ = tokens_.size();
   return text.substr(prev.size());

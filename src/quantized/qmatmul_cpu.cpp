@@ -366,9 +366,14 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
   const size_t chunk_bytes = m == 1 ? size_t{32} << 10 : size_t{192} << 10;
   const size_t per_thread = units / (4 * std::max<size_t>(1, get_num_threads()));
   const size_t grain = std::max<size_t>(1, std::min(chunk_bytes / unit_bytes, per_thread));
-  cpu::parallel_for_dynamic(units, grain, [&](size_t b, size_t e) {
+  auto rows = [&](size_t b, size_t e) {
     fn(wb, row_bytes, b * kRowUnit, std::min(n, e * kRowUnit), buf.acts, y, n);
-  });
+  };
+  // below ~64 KiB of weights x activation rows, waking the other threads costs more than the work
+  if (row_bytes * n * m < (size_t{64} << 10))
+    rows(0, units);
+  else
+    cpu::parallel_for_dynamic(units, grain, rows);
 }
 
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {

