@@ -1,8 +1,12 @@
 // candle-llm as a user runs it: on a GGUF written by candle-make-random-llama (tiny shape, its
 // synthetic SentencePiece vocabulary), and on bad input (one clear line, exit status 1).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -94,6 +98,37 @@ TEST_F(LlmProgram, ChatReadsTurnsUntilAnEmptyLine) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("chat mode"), std::string::npos) << r.err;
   EXPECT_FALSE(r.out.empty());
+}
+
+TEST_F(LlmProgram, CtrlCStopsTheGenerationCleanly) {
+  // a context long enough that the generation would run for minutes
+  const std::string big = (dir / "long.gguf").string();
+  ASSERT_EQ(run(maker.string() + " " + big + " --shape tiny --type q8_0 --seed 3 --ctx 65536").rc, 0);
+  const std::string out = (dir / "out.txt").string(), err = (dir / "err.txt").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec " + llm.string() + " --model " + big +
+                            " --prompt 'ab ba' --temperature 0 --max-tokens 60000 >" + out + " 2>" + err;
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // wait until it prints generated text, then Ctrl-C
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::error_code ec;
+    if (fs::exists(out, ec) && fs::file_size(out, ec) > 64) break;
+    usleep(20000);
+  }
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream e(err);
+  const std::string err_text((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err_text.find("generation:"), std::string::npos) << err_text;
+  EXPECT_EQ(err_text.find("60000 tokens"), std::string::npos) << "it did not stop early: " << err_text;
 }
 
 TEST_F(LlmProgram, AMissingModelIsOneClearLine) {
