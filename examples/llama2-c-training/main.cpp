@@ -117,8 +117,8 @@ std::string shrink_tokenizer(const std::string& gpt2_json, const candle::tokeniz
       merges.emplace_back(m.at(0).get<std::string>(), m.at(1).get<std::string>());
     }
   }
-  std::unordered_map<std::string, size_t> built_by;  // token -> the first merge that makes it
-  for (size_t i = 0; i < merges.size(); ++i) built_by.emplace(merges[i].first + merges[i].second, i);
+  std::unordered_map<std::string, std::vector<size_t>> built_by;  // token -> the merges that make it
+  for (size_t i = 0; i < merges.size(); ++i) built_by[merges[i].first + merges[i].second].push_back(i);
 
   std::set<uint32_t> used;
   for (uint32_t id : encode_all(full, pieces)) used.insert(id);
@@ -134,10 +134,11 @@ std::string shrink_tokenizer(const std::string& gpt2_json, const candle::tokeniz
     todo.pop_back();
     if (!keep.insert(t).second) continue;
     auto it = built_by.find(t);
-    if (it != built_by.end()) {
-      todo.push_back(merges[it->second].first);
-      todo.push_back(merges[it->second].second);
-    }
+    if (it != built_by.end())
+      for (size_t m : it->second) {
+        todo.push_back(merges[m].first);
+        todo.push_back(merges[m].second);
+      }
   }
   std::vector<std::pair<uint32_t, std::string>> kept;
   for (const auto& t : keep) kept.emplace_back(vocab.at(t), t);
@@ -154,9 +155,7 @@ std::string shrink_tokenizer(const std::string& gpt2_json, const candle::tokeniz
   }
   json new_merges = json::array();
   for (const auto& [a, b] : merges)
-    if (keep.count(a + b) && keep.count(a) && keep.count(b) && built_by.at(a + b) < merges.size() &&
-        merges[built_by.at(a + b)] == std::make_pair(a, b))
-      new_merges.push_back(a + " " + b);
+    if (keep.count(a + b) && keep.count(a) && keep.count(b)) new_merges.push_back(a + " " + b);
   model["vocab"] = new_vocab;
   model["merges"] = new_merges;
   for (auto& a : j.at("added_tokens")) a["id"] = remap.at(a.at("id").get<uint32_t>());
@@ -278,14 +277,10 @@ struct Options {
 };
 
 std::string default_gpt2_tokenizer() {
-  for (const char* p : {"tools/peers/node_modules/.candle/gpt2/tokenizer.json"}) {
-    if (fs::exists(p)) return p;
-  }
-#ifdef CANDLE_SOURCE_DIR
-  const std::string p =
-      std::string(CANDLE_SOURCE_DIR) + "/tools/peers/node_modules/.candle/gpt2/tokenizer.json";
-  if (fs::exists(p)) return p;
-#endif
+  const std::string rel = "tools/peers/node_modules/.candle/gpt2/tokenizer.json";
+  if (fs::exists(rel)) return rel;
+  const std::string src = std::string(CANDLE_SOURCE_DIR) + "/" + rel;
+  if (fs::exists(src)) return src;
   throw Error(
       ErrorKind::InvalidArgument,
       "no --tokenizer given and GPT-2's tokenizer.json was not found (tools/install-deps.sh makes it)");

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -102,34 +103,20 @@ std::vector<uint32_t> eos_ids(const std::string& model, const candle::quantized:
     auto it = gguf->metadata.find("tokenizer.ggml.eos_token_id");
     if (it != gguf->metadata.end()) {
       try {
-        out.push_back(static_cast<uint32_t>(it->second.to_u32()));
+        out.push_back(it->second.to_u32());
       } catch (const Error&) {
       }
     }
     return out;
   }
   for (const char* name : {"config.json", "generation_config.json"}) {
-    const fs::path p = fs::path(model) / name;
-    if (!fs::exists(p)) continue;
-    std::ifstream f(p);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string text = ss.str();
-    // a number or a list of numbers after "eos_token_id"
-    const size_t at = text.find("\"eos_token_id\"");
-    if (at == std::string::npos) continue;
-    size_t i = text.find(':', at);
-    if (i == std::string::npos) continue;
-    ++i;
-    const size_t end = text.find_first_of(",}", text.find_first_not_of(" \t\n[", i));
-    const size_t close = text[text.find_first_not_of(" \t\n", i)] == '[' ? text.find(']', i) : end;
-    std::stringstream nums(text.substr(i, (close == std::string::npos ? text.size() : close) - i));
-    std::string tokn;
-    while (std::getline(nums, tokn, ',')) {
-      const size_t d = tokn.find_first_of("0123456789");
-      if (d != std::string::npos)
-        out.push_back(static_cast<uint32_t>(std::strtoul(tokn.c_str() + d, nullptr, 10)));
-    }
+    std::ifstream f(fs::path(model) / name);
+    if (!f) continue;
+    const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("eos_token_id")) continue;
+    const auto& e = j["eos_token_id"];
+    for (const auto& v : e.is_array() ? e : nlohmann::json::array({e}))
+      if (v.is_number_unsigned()) out.push_back(v.get<uint32_t>());
   }
   return out;
 }
@@ -295,10 +282,6 @@ DType parse_dtype(const std::string& s) {
 
 std::string default_model() {
   if (const char* env = std::getenv("CANDLE_LLM_MODEL")) return env;
-#ifdef CANDLE_LLM_DEFAULT_MODEL
-  for (const std::string p : {std::string(CANDLE_LLM_DEFAULT_MODEL), std::string(CANDLE_LLM_INSTALLED_MODEL)})
-    if (fs::exists(p)) return p;
-#endif
   throw Error(ErrorKind::InvalidArgument, "no --model given and no bundled default model was found");
 }
 
@@ -314,7 +297,8 @@ int run(const Options& o) {
   const auto t_load = Clock::now();
   std::optional<candle::quantized::gguf_file::Content> gguf;
   if (is_gguf(path)) gguf = candle::quantized::gguf_file::Content::read(path);
-  auto model = candle::models::load_causal_lm(path, device, dtype);
+  auto model = gguf ? candle::models::load_causal_lm(*gguf, device)
+                    : candle::models::load_causal_lm(path, device, dtype);
   const auto tok = load_tokenizer(path, o.tokenizer_file, gguf ? &*gguf : nullptr);
   std::optional<gen::ChatTemplate> tmpl;
   if (!o.no_template) tmpl = load_template(path, gguf ? &*gguf : nullptr);

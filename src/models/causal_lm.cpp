@@ -111,8 +111,11 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& 
     return std::make_unique<LlamaLM>(llama::Llama::load(vb, cfg), cfg.max_position_embeddings);
   }
   if (!fs::exists(p, ec)) throw Error(ErrorKind::Io, path + ": no such file or folder");
-  quantized::gguf_file::Content ct = quantized::gguf_file::Content::read(path);
-  return std::make_unique<QuantizedLlamaLM>(quantized_llama::ModelWeights::from_gguf(ct, device));
+  return load_causal_lm(quantized::gguf_file::Content::read(path), device);
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const quantized::gguf_file::Content& gguf, const Device& device) {
+  return std::make_unique<QuantizedLlamaLM>(quantized_llama::ModelWeights::from_gguf(gguf, device));
 }
 
 }  // namespace candle::models

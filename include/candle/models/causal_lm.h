@@ -7,6 +7,7 @@
 
 #include "candle/device.h"
 #include "candle/dtype.h"
+#include "candle/quantized/gguf_file.h"
 #include "candle/tensor.h"
 
 namespace candle::models {
@@ -29,5 +30,7 @@ class CausalLM {
 // loaded in `dtype` on `device`. An unknown architecture / model_type is an Error naming it; a
 // truncated or malformed file the reader's error.
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& device, DType dtype);
+// The same from a GGUF already read (a caller that also wants its tokenizer reads the file once).
+std::unique_ptr<CausalLM> load_causal_lm(const quantized::gguf_file::Content& gguf, const Device& device);
 
 }  // namespace candle::models
