@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -37,8 +38,10 @@
 #include "candle/nn/var_map.h"
 #include "candle/quantized/gguf_file.h"
 #include "candle/quantized/quantized.h"
+#if CANDLE_LLAMA2C_TOKENIZERS
 #include "candle/tokenizers/gguf.h"
 #include "candle/tokenizers/tokenizer.h"
+#endif
 
 using candle::Device;
 using candle::DType;
@@ -69,6 +72,7 @@ void write_file(const fs::path& path, const std::string& text) {
   if (!f) throw Error(ErrorKind::Io, "cannot write " + path.string());
 }
 
+#if CANDLE_LLAMA2C_TOKENIZERS
 // The text's lines in pieces of whole lines of about 64 KiB (the tokenizer sees no text across
 // a piece boundary but a newline).
 std::vector<std::string> pieces_of(const std::string& text) {
@@ -162,6 +166,8 @@ std::string shrink_tokenizer(const std::string& gpt2_json, const candle::tokeniz
   return j.dump();
 }
 
+#endif  // CANDLE_LLAMA2C_TOKENIZERS
+
 struct Shape15M {
   size_t dim = 288, layers = 6, heads = 6, hidden = 768;
 };
@@ -193,7 +199,7 @@ Tensor to_interleaved_rows(const Tensor& w, size_t heads) {
 }
 
 void write_gguf(const nn::VarMap& vm, const Shape15M& s, size_t vocab, size_t seq,
-                const std::string& tokenizer_json, const fs::path& out) {
+                const q::gguf_file::MetadataList& tokenizer_meta, const fs::path& out) {
   std::map<std::string, Tensor> vars;
   for (const auto& [name, var] : vm.named_vars())
     vars.emplace(name, var.as_tensor().to_dtype(DType::F32).to_device(Device::cpu()).detach());
@@ -217,7 +223,7 @@ void write_gguf(const nn::VarMap& vm, const Shape15M& s, size_t vocab, size_t se
   meta.emplace_back("llama.vocab_size", static_cast<uint32_t>(vocab));
   meta.emplace_back("general.file_type", uint32_t{7});  // mostly Q8_0
   meta.emplace_back("general.quantization_version", uint32_t{2});
-  for (auto& kv : candle::tokenizers::gguf_tokenizer_metadata(tokenizer_json)) meta.push_back(std::move(kv));
+  for (const auto& kv : tokenizer_meta) meta.push_back(kv);
   q::gguf_file::TensorList tensors;
   auto add = [&](const std::string& gguf_name, const Tensor& t) {
     const q::GgmlDType type = t.rank() == 1 ? q::GgmlDType::F32 : q::GgmlDType::Q8_0;
@@ -268,14 +274,16 @@ void init_weights(const nn::VarBuilder& vb, const Shape15M& s, size_t vocab) {
 }
 
 struct Options {
-  std::string text, out, tokenizer, device = "cpu";
+  std::string text, out, tokenizer, prepared, device = "cpu";
   int64_t steps = 2000, batch = 32, seq = 256, warmup = 100, eval_every = 100, log_every = 10, threads = 0;
-  double lr = 5e-4, min_lr_ratio = 0.1, weight_decay = 0.1;
+  double lr = 5e-4, min_lr_ratio = 0.1, weight_decay = 0.1, time_budget = 0;
+  bool steps_given = false;
   uint64_t seed = 1;
-  bool force = false;
+  bool force = false, prepare_only = false;
   Shape15M shape;
 };
 
+#if CANDLE_LLAMA2C_TOKENIZERS
 std::string default_gpt2_tokenizer() {
   const std::string rel = "tools/peers/node_modules/.candle/gpt2/tokenizer.json";
   if (fs::exists(rel)) return rel;
@@ -285,6 +293,82 @@ std::string default_gpt2_tokenizer() {
       ErrorKind::InvalidArgument,
       "no --tokenizer given and GPT-2's tokenizer.json was not found (tools/install-deps.sh makes it)");
 }
+#endif
+
+// What training needs of the text: its token ids, the tokenizer (tokenizer.json) and the
+// tokenizer as GGUF metadata. --prepare-only writes it to a folder that --prepared reads, so that
+// a build without candle::tokenizers (no PCRE2 or ICU) can train.
+struct Prepared {
+  std::vector<uint32_t> ids;
+  std::string tokenizer_json;
+  q::gguf_file::MetadataList gguf_meta;
+  size_t vocab = 0;
+  uint32_t eos = 0;
+};
+
+// The vocabulary size (the highest id + 1, added tokens included) and the id of
+// <|endoftext|> (0 when absent) of a tokenizer.json.
+void vocab_of(Prepared& p) {
+  const json j = json::parse(p.tokenizer_json);
+  size_t n = 0;
+  for (const auto& [tok, id] : j.at("model").at("vocab").items())
+    n = std::max<size_t>(n, id.get<size_t>() + 1);
+  for (const auto& a : j.at("added_tokens")) {
+    n = std::max<size_t>(n, a.at("id").get<size_t>() + 1);
+    if (a.at("content") == "<|endoftext|>") p.eos = a.at("id").get<uint32_t>();
+  }
+  p.vocab = n;
+}
+
+void write_prepared(const Prepared& p, const fs::path& dir) {
+  std::string bytes(p.ids.size() * 4, '\0');
+  for (size_t i = 0; i < p.ids.size(); ++i)
+    for (int b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<char>((p.ids[i] >> (8 * b)) & 0xff);
+  write_file(dir / "tokens.bin", bytes);
+  q::gguf_file::write((dir / "tokenizer.gguf").string(), p.gguf_meta, {});
+}
+
+Prepared load_prepared(const fs::path& dir) {
+  Prepared p;
+  p.tokenizer_json = read_file((dir / "tokenizer.json").string());
+  vocab_of(p);
+  const std::string bytes = read_file((dir / "tokens.bin").string());
+  if (bytes.size() % 4 != 0)
+    throw Error(ErrorKind::Parse, (dir / "tokens.bin").string() + ": not a whole number of u32 token ids");
+  p.ids.resize(bytes.size() / 4);
+  for (size_t i = 0; i < p.ids.size(); ++i) {
+    uint32_t v = 0;
+    for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[i * 4 + b])) << (8 * b);
+    if (v >= p.vocab)
+      throw Error(ErrorKind::Parse, (dir / "tokens.bin").string() + ": token id " + std::to_string(v) +
+                                        " is outside the vocabulary of " + std::to_string(p.vocab));
+    p.ids[i] = v;
+  }
+  const auto content = q::gguf_file::Content::read((dir / "tokenizer.gguf").string());
+  for (const auto& kv : content.metadata)
+    if (kv.first.rfind("tokenizer.", 0) == 0) p.gguf_meta.emplace_back(kv.first, kv.second);
+  return p;
+}
+
+#if CANDLE_LLAMA2C_TOKENIZERS
+// The text tokenized by GPT-2's tokenizer cut down to it.
+Prepared prepare_text(const Options& o) {
+  const std::string text = read_file(o.text);
+  if (text.size() < 1024) throw Error(ErrorKind::InvalidArgument, "--text: fewer than 1024 bytes");
+  const auto pieces = pieces_of(text);
+  const std::string tok_path = o.tokenizer.empty() ? default_gpt2_tokenizer() : o.tokenizer;
+  const auto full = candle::tokenizers::Tokenizer::from_file(tok_path);
+  Prepared p;
+  p.tokenizer_json = shrink_tokenizer(read_file(tok_path), full, pieces);
+  const auto tok = candle::tokenizers::Tokenizer::from_string(p.tokenizer_json);
+  p.ids = encode_all(tok, pieces);
+  vocab_of(p);
+  p.gguf_meta = candle::tokenizers::gguf_tokenizer_metadata(p.tokenizer_json);
+  std::fprintf(stderr, "text: %zu bytes, %zu tokens, vocabulary %zu (GPT-2's cut to this text)\n",
+               text.size(), p.ids.size(), p.vocab);
+  return p;
+}
+#endif
 
 int run(const Options& o) {
   if (o.threads > 0) candle::set_num_threads(static_cast<size_t>(o.threads));
@@ -293,21 +377,24 @@ int run(const Options& o) {
     throw Error(ErrorKind::Io, out.string() + "/model.safetensors exists (--force replaces it)");
   fs::create_directories(out);
   const Device device = Device::from_name(o.device);
-  const std::string text = read_file(o.text);
-  if (text.size() < 1024) throw Error(ErrorKind::InvalidArgument, "--text: fewer than 1024 bytes");
-  const auto pieces = pieces_of(text);
-
-  // the tokenizer, cut down to this text
-  const std::string tok_path = o.tokenizer.empty() ? default_gpt2_tokenizer() : o.tokenizer;
-  const auto full = candle::tokenizers::Tokenizer::from_file(tok_path);
-  const std::string small_json = shrink_tokenizer(read_file(tok_path), full, pieces);
-  write_file(out / "tokenizer.json", small_json);
-  const auto tok = candle::tokenizers::Tokenizer::from_file((out / "tokenizer.json").string());
-  const std::vector<uint32_t> ids = encode_all(tok, pieces);
-  const size_t vocab = tok.get_vocab_size(true);
-  const uint32_t eos = tok.token_to_id("<|endoftext|>").value_or(0);
-  std::fprintf(stderr, "text: %zu bytes, %zu tokens, vocabulary %zu (GPT-2's cut to this text)\n",
-               text.size(), ids.size(), vocab);
+#if CANDLE_LLAMA2C_TOKENIZERS
+  const Prepared data = o.prepared.empty() ? prepare_text(o) : load_prepared(o.prepared);
+#else
+  if (o.prepared.empty())
+    throw Error(ErrorKind::InvalidArgument,
+                "this build has no candle::tokenizers: give --prepared DIR (written by a build with it, "
+                "--prepare-only)");
+  const Prepared data = load_prepared(o.prepared);
+#endif
+  const std::vector<uint32_t>& ids = data.ids;
+  const size_t vocab = data.vocab;
+  const uint32_t eos = data.eos;
+  write_file(out / "tokenizer.json", data.tokenizer_json);
+  if (o.prepare_only) {
+    write_prepared(data, out);
+    std::fprintf(stderr, "wrote %s/{tokenizer.json, tokens.bin, tokenizer.gguf}\n", out.string().c_str());
+    return 0;
+  }
   const size_t seq = static_cast<size_t>(o.seq), batch = static_cast<size_t>(o.batch);
   const size_t n_val = ids.size() / 20, n_train = ids.size() - n_val;
   if (n_train < seq + 2 || n_val < seq + 2)
@@ -353,16 +440,32 @@ int run(const Options& o) {
   auto t_log = t0;
   double run_loss = 0;
   int run_n = 0;
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  // --time-budget: the steps that fit, from the time of steps 3 to 8 (the first ones allocate)
+  constexpr int64_t kTimedFrom = 2, kTimedTo = 8;
+  int64_t total = o.time_budget > 0 && !o.steps_given ? std::numeric_limits<int64_t>::max() : o.steps;
+  auto t_timed = t0;
+  for (int64_t step = 1; step <= total; ++step) {
+    if (o.time_budget > 0 && step == kTimedTo + 1) {
+      const double per_step = std::chrono::duration<double>(Clock::now() - t_timed).count() /
+                              static_cast<double>(kTimedTo - kTimedFrom);
+      // a validation pass is 4 forward batches, about 1.4 steps
+      const double cost = per_step * (1 + 1.4 / static_cast<double>(o.eval_every));
+      const double left = o.time_budget - std::chrono::duration<double>(Clock::now() - t0).count();
+      const auto fit = static_cast<int64_t>(std::max(0.0, 0.97 * left / cost)) + kTimedTo;
+      total = std::max(std::min(total, fit), std::max<int64_t>(kTimedTo, o.warmup + 1));
+      std::fprintf(stderr, "%.2f s a step: %lld steps fit in --time-budget %.0f s\n", per_step,
+                   static_cast<long long>(total), o.time_budget);
+    }
     // linear warm-up, then a cosine down to min_lr_ratio of the peak
     double lr = o.lr;
     if (step <= o.warmup) {
       lr = o.lr * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, o.warmup));
     } else {
-      const double p = static_cast<double>(step - o.warmup) /
-                       static_cast<double>(std::max<int64_t>(1, o.steps - o.warmup));
+      const double p =
+          static_cast<double>(step - o.warmup) / static_cast<double>(std::max<int64_t>(1, total - o.warmup));
       lr = o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * p)));
     }
+    if (step == kTimedFrom + 1) t_timed = Clock::now();
     opt.set_learning_rate(lr);
     auto [x, y] = make_batch(0, n_train);
     const Tensor loss = loss_of(x, y);
@@ -374,7 +477,7 @@ int run(const Options& o) {
     ++run_n;
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     std::string val_str;
-    if (step % o.eval_every == 0 || step == o.steps) {
+    if (step % o.eval_every == 0 || step == total) {
       double vl = 0;
       for (int i = 0; i < 4; ++i) {
         auto [vx, vy] = make_batch(n_train, ids.size());
@@ -385,10 +488,10 @@ int run(const Options& o) {
       std::fprintf(stderr, "step %5lld  validation loss %.4f\n", static_cast<long long>(step), vl);
     }
     csv << step << "," << lv << "," << val_str << "," << lr << "," << elapsed << "\n";
-    if (step % o.log_every == 0 || step == o.steps) {
+    if (step % o.log_every == 0 || step == total) {
       const double dt = std::chrono::duration<double>(Clock::now() - t_log).count();
       std::fprintf(stderr, "step %5lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  %.0f s\n",
-                   static_cast<long long>(step), static_cast<long long>(o.steps), run_loss / run_n, lr,
+                   static_cast<long long>(step), static_cast<long long>(total), run_loss / run_n, lr,
                    static_cast<double>(run_n * batch * seq) / dt, elapsed);
       csv.flush();
       t_log = Clock::now();
@@ -397,7 +500,7 @@ int run(const Options& o) {
     }
   }
   vm.save((out / "model.safetensors").string());
-  write_gguf(vm, o.shape, vocab, seq, small_json, out / "model-q8_0.gguf");
+  write_gguf(vm, o.shape, vocab, seq, data.gguf_meta, out / "model-q8_0.gguf");
   std::fprintf(stderr,
                "wrote %s/{model.safetensors, config.json, tokenizer.json, model-q8_0.gguf, loss.csv}\n",
                out.string().c_str());
@@ -409,10 +512,18 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"candle-llama2-c-training: train a llama2.c-shaped llama on a text"};
   Options o;
-  app.add_option("--text", o.text, "the training text (UTF-8)")->required();
+  app.add_option("--text", o.text, "the training text (UTF-8)");
+  app.add_option("--prepared", o.prepared,
+                 "a folder of --prepare-only (tokens.bin, tokenizer.json, tokenizer.gguf) instead of --text");
+  app.add_flag("--prepare-only", o.prepare_only,
+               "tokenize --text, write tokens.bin, tokenizer.json and tokenizer.gguf to --out, and stop");
   app.add_option("--out", o.out, "the output folder")->required();
   app.add_option("--tokenizer", o.tokenizer, "GPT-2's tokenizer.json (default: tools/peers' copy)");
-  app.add_option("--steps", o.steps, "optimizer steps (default 2000)")->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "optimizer steps (default 2000; with --time-budget, at most this many)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--time-budget", o.time_budget,
+                 "seconds of training: the steps that fit, timed on steps 3-8 (the schedule follows them)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--batch", o.batch, "sequences per step (default 32)")->check(CLI::PositiveNumber);
   app.add_option("--seq", o.seq, "tokens per sequence (default 256)")->check(CLI::PositiveNumber);
   app.add_option("--lr", o.lr, "peak learning rate (default 5e-4)")->check(CLI::PositiveNumber);
@@ -430,6 +541,11 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "cpu (default), vulkan, cuda, auto");
   app.add_flag("--force", o.force, "replace the outputs in --out");
   CLI11_PARSE(app, argc, argv);
+  o.steps_given = app.count("--steps") > 0;
+  if (o.text.empty() == o.prepared.empty()) {
+    std::fprintf(stderr, "candle-llama2-c-training: error: give one of --text and --prepared\n");
+    return 1;
+  }
   if (o.shape.dim % o.shape.heads != 0 || (o.shape.dim / o.shape.heads) % 2 != 0) {
     std::fprintf(stderr, "candle-llama2-c-training: error: --dim must be a multiple of 2 x --heads\n");
     return 1;

@@ -38,6 +38,7 @@
 #include "candle/models/causal_lm.h"
 #include "candle/quantized/gguf_file.h"
 #include "candle/tokenizers/tokenizer.h"
+#include "common/models_dir.h"
 
 using candle::Device;
 using candle::DType;
@@ -280,9 +281,14 @@ DType parse_dtype(const std::string& s) {
   throw Error(ErrorKind::InvalidArgument, "unknown --dtype '" + s.substr(0, 20) + "' (f32, f16, bf16)");
 }
 
+// The bundled default: a llama2.c-shaped model trained on the King James Bible by
+// examples/llama2-c-training (models/llama2-c-kjv/README.md), or $CANDLE_LLM_MODEL.
 std::string default_model() {
   if (const char* env = std::getenv("CANDLE_LLM_MODEL")) return env;
-  throw Error(ErrorKind::InvalidArgument, "no --model given and no bundled default model was found");
+  const fs::path bundled = candle_examples::models_dir() / "llama2-c-kjv" / "model-q8_0.gguf";
+  if (fs::exists(bundled)) return bundled.string();
+  throw Error(ErrorKind::InvalidArgument,
+              "no --model given and the bundled default " + bundled.string() + " was not found");
 }
 
 int run(const Options& o) {

@@ -18,6 +18,7 @@
 #include "candle/candle.h"
 #include "candle/image.h"
 #include "candle/models/rdn.h"
+#include "common/models_dir.h"
 
 namespace fs = std::filesystem;
 using candle::Error;
@@ -25,22 +26,7 @@ using candle::ErrorKind;
 
 namespace {
 
-// Where the bundled models are: $CANDLE_MODELS_DIR, <exe>/../share/candle/models (installed),
-// or the source tree's models/ (a build tree).
-fs::path models_dir() {
-  if (const char* env = std::getenv("CANDLE_MODELS_DIR")) return env;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path installed = exe.parent_path().parent_path() / "share" / "candle" / "models";
-    if (fs::is_directory(installed, ec)) return installed;
-  }
-#ifdef CANDLE_SOURCE_MODELS_DIR
-  return CANDLE_SOURCE_MODELS_DIR;
-#else
-  return "models";
-#endif
-}
+using candle_examples::models_dir;
 
 // --model: a .safetensors file, a directory with x<scale>.safetensors, or a bundled model's name.
 fs::path model_path(const std::string& model, size_t scale) {

@@ -381,3 +381,21 @@ TEST(Llama, BatchedForwardEqualsSingle) {
     }
   }
 }
+
+// The bundled default of candle-llm (models/llama2-c-kjv, trained by examples/llama2-c-training):
+// llama.cpp's greedy tokens on the same file (tests/data/llm/kjv_greedy.json,
+// tools/gen_kjv_greedy.py).
+TEST(BundledKjv, GivesLlamaCppsGreedyTokens) {
+  const std::string path = std::string(CANDLE_TEST_DATA_DIR) + "/../../models/llama2-c-kjv/model-q8_0.gguf";
+  std::ifstream f(std::string(CANDLE_TEST_DATA_DIR) + "/llm/kjv_greedy.json");
+  ASSERT_TRUE(f) << "tests/data/llm/kjv_greedy.json missing";
+  const auto fx = nlohmann::json::parse(f);
+  ASSERT_TRUE(fs::exists(path)) << path << " missing";
+  const auto content = quantized::gguf_file::Content::read(path);
+  const auto prompt = fx["prompt"].get<std::vector<uint32_t>>();  // tests/tokenizers checks our ids
+  auto lm = models::load_causal_lm(content, Device::cpu());
+  const auto want = fx["greedy"].get<std::vector<uint32_t>>();
+  ASSERT_GT(want.size(), prompt.size());
+  const auto got = greedy(*lm, prompt, want.size() - prompt.size());
+  EXPECT_EQ(got, want);
+}

@@ -131,6 +131,21 @@ TEST_F(LlmProgram, CtrlCStopsTheGenerationCleanly) {
   EXPECT_EQ(err_text.find("60000 tokens"), std::string::npos) << "it did not stop early: " << err_text;
 }
 
+// No arguments: the bundled default (models/llama2-c-kjv) continues the default prompt.
+TEST_F(LlmProgram, WithoutAModelTheBundledDefaultGeneratesText) {
+  const auto r =
+      run("env -u CANDLE_LLM_MODEL -u CANDLE_MODELS_DIR " + llm.string() + " --max-tokens 24 --seed 1",
+          /*keep_stdout=*/true);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("In the beginning", 0), 0u) << r.out;
+  EXPECT_GT(r.out.size(), std::string("In the beginning").size() + 24) << r.out;
+  EXPECT_NE(r.err.find("generation:"), std::string::npos) << r.err;
+  const auto none = run("env -u CANDLE_LLM_MODEL CANDLE_MODELS_DIR=" + (dir / "none").string() + " " +
+                        llm.string() + " --max-tokens 4");
+  EXPECT_EQ(none.rc, 1);
+  EXPECT_NE(none.err.find("bundled default"), std::string::npos) << none.err;
+}
+
 TEST_F(LlmProgram, AMissingModelIsOneClearLine) {
   const auto r = llm_run("--model " + (dir / "nope.gguf").string() + " --prompt ab");
   EXPECT_EQ(r.rc, 1);

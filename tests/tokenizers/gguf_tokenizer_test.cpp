@@ -531,3 +531,22 @@ TEST(GgufTokenizerMetadata, UnsupportedTokenizersAreNamed) {
 }
 
 }  // namespace
+
+namespace {
+
+// The bundled default model's tokenizer (GPT-2's cut to the King James Bible, in the GGUF):
+// llama.cpp's ids for the prompt of tests/data/llm/kjv_greedy.json, and its greedy
+// continuation decoded to text.
+TEST(BundledKjvTokenizer, GivesLlamaCppsPromptIds) {
+  const fs::path model = kRoot / "models" / "llama2-c-kjv" / "model-q8_0.gguf";
+  ASSERT_TRUE(fs::exists(model)) << model << " missing";
+  const json fx = read_json(fs::path(CANDLE_TEST_DATA_DIR) / "llm" / "kjv_greedy.json");
+  const Tokenizer tok = Tokenizer::from_gguf(gf::Content::read(model.string()));
+  const auto prompt = fx["prompt"].get<std::vector<uint32_t>>();
+  EXPECT_EQ(tok.encode(fx["prompt_text"].get<std::string>(), true).get_ids(), prompt);
+  const std::string text = tok.decode(fx["greedy"].get<std::vector<uint32_t>>(), false);
+  EXPECT_EQ(text.rfind(fx["prompt_text"].get<std::string>(), 0), 0u) << text;
+  EXPECT_GT(text.size(), 64u) << text;
+}
+
+}  // namespace
