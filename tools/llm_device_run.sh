@@ -8,13 +8,9 @@
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
-ZL=""; [ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && ZL="-DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1"
-grep -m1 'model name' /proc/cpuinfo
+source tools/device_build.sh
 B=build-dev-llm
-{ cmake -S . -B $B $GEN $ZL -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF -DCANDLE_BUILD_TESTS=OFF && \
-  timeout 300 cmake --build $B -j16 --target llm_speed candle-make-random-llama qmatmul_vs_ggml; } > $OUT/build.log 2>&1 \
-  || { echo "build failed"; tail -30 $OUT/build.log; exit 1; }
+device_build $B llm_speed candle-make-random-llama qmatmul_vs_ggml
 echo "built at $((SECONDS-T0)) s"
 M=/tmp/models; mkdir -p $M
 for t in ${TYPES:-q4_0 q8_0 q4_k_m f16}; do

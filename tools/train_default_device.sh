@@ -9,13 +9,9 @@
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
-ZL=""; [ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && ZL="-DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1"
-grep -m1 'model name' /proc/cpuinfo
+source tools/device_build.sh
 B=/tmp/build-train
-{ cmake -S . -B $B $GEN $ZL -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF -DCANDLE_BUILD_TESTS=OFF && \
-  timeout 300 cmake --build $B -j16 --target candle-llama2-c-training; } > $OUT/build.log 2>&1 \
-  || { echo "build failed"; tail -30 $OUT/build.log; exit 1; }
+device_build $B candle-llama2-c-training
 echo "built at $((SECONDS-T0)) s"
 LEFT=$(( ${BUDGET:-570} - (SECONDS-T0) - 15 ))
 $B/bin/candle-llama2-c-training --prepared .devdata/kjv --out /tmp/kjv-model --force --threads 16 \
