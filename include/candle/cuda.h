@@ -1,0 +1,45 @@
+// The CUDA backend's own API (libcandle_cuda.so; link candle::cuda to call it).
+//
+// Tensors on CUDA are made with Device::cuda(i) (core), which opens this library with dlopen;
+// Device::cuda_if_available(i) falls back to the CPU. The library links the CUDA runtime
+// statically and cuBLAS dynamically: a machine without the NVIDIA driver (libcuda.so.1) or a GPU
+// gets Error(Device) from Device::cuda naming what is missing, never a failure to start.
+//
+// Environment:
+//  CANDLE_CUDA_CACHE_LIMIT_MB=N   MiB of freed device blocks kept for reuse (default: half the
+//                                 device's memory); out of memory empties the cache and retries
+//  CANDLE_CUDA_TRACE=1            log every CPU round-trip to stderr
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace candle::cuda {
+
+// Matmuls in reduced precision (candle's set_gemm_reduced_precision_*): f32 products on TF32
+// tensor cores, f16 / bf16 products accumulated in f16 / bf16-friendly fast modes. Off by default.
+void set_gemm_reduced_precision_f32(bool on);
+bool gemm_reduced_precision_f32();
+void set_gemm_reduced_precision_f16(bool on);
+bool gemm_reduced_precision_f16();
+void set_gemm_reduced_precision_bf16(bool on);
+bool gemm_reduced_precision_bf16();
+
+struct Stats {
+  // CPU round-trips by op name (ops without a CUDA kernel for the case)
+  std::map<std::string, size_t> round_trips;
+  uint64_t launches = 0;     // kernels and cuBLAS calls
+  uint64_t allocations = 0;  // cudaMallocAsync calls (cache misses)
+  uint64_t cache_hits = 0;
+  uint64_t live_bytes = 0, cached_bytes = 0;
+  uint64_t bytes_uploaded = 0, bytes_downloaded = 0;
+};
+Stats stats();
+void reset_stats();
+
+// Frees the blocks the allocator keeps for reuse on every open device.
+void empty_cache();
+
+}  // namespace candle::cuda

@@ -1,0 +1,285 @@
+// The element-wise kernels (ew_*.cu): unary ops, affine, powf, elu, binary, cmp, where_cond, casts. One
+// thread per output element in a grid-stride loop; operands are read through their strides (a dense operand
+// skips the index arithmetic); f16 / bf16 / f8e4m3 compute in f32 and round once, as the CPU. Integer
+// arithmetic wraps (unsigned arithmetic, no signed-overflow UB), x / 0 = 0.
+#include <type_traits>
+
+#pragma once
+
+#include "common.cuh"
+
+namespace candle::cuda_k::ew {
+
+template <typename C>
+using wide_unsigned_t = std::conditional_t<(sizeof(C) < 4), uint32_t, std::make_unsigned_t<C>>;
+template <typename C>
+__device__ __forceinline__ C wrap_add(C a, C b) {
+  using U = wide_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+}
+template <typename C>
+__device__ __forceinline__ C wrap_sub(C a, C b) {
+  using U = wide_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+}
+template <typename C>
+__device__ __forceinline__ C wrap_mul(C a, C b) {
+  using U = wide_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+}
+
+// Products and sums without FMA contraction (the CPU compiles these with fp-contract=off).
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
+constexpr bool unary_int_ok(UnaryOp op) {
+  return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sqr || op == UnaryOp::Relu ||
+         op == UnaryOp::Sign || op == UnaryOp::Ceil || op == UnaryOp::Floor || op == UnaryOp::Round;
+}
+
+template <UnaryOp OP>
+struct UnaryF {
+  template <typename C>
+  __device__ __forceinline__ C operator()(C x) const {
+    if constexpr (std::is_integral_v<C>) {
+      if constexpr (OP == UnaryOp::Neg)
+        return wrap_sub(C(0), x);
+      else if constexpr (OP == UnaryOp::Abs) {
+        if constexpr (std::is_signed_v<C>)
+          return x < 0 ? wrap_sub(C(0), x) : x;
+        else
+          return x;
+      } else if constexpr (OP == UnaryOp::Sqr)
+        return wrap_mul(x, x);
+      else if constexpr (OP == UnaryOp::Relu)
+        return x > 0 ? x : C(0);
+      else if constexpr (OP == UnaryOp::Sign) {
+        if constexpr (std::is_signed_v<C>)
+          return static_cast<C>((x > 0) - (x < 0));
+        else
+          return static_cast<C>(x != 0);
+      } else
+        return x;
+    } else {
+      if constexpr (OP == UnaryOp::Neg)
+        return -x;
+      else if constexpr (OP == UnaryOp::Recip)
+        return C(1) / x;
+      else if constexpr (OP == UnaryOp::Exp)
+        return exp(x);
+      else if constexpr (OP == UnaryOp::Log)
+        return log(x);
+      else if constexpr (OP == UnaryOp::Sin)
+        return sin(x);
+      else if constexpr (OP == UnaryOp::Cos)
+        return cos(x);
+      else if constexpr (OP == UnaryOp::Tanh)
+        return tanh(x);
+      else if constexpr (OP == UnaryOp::Abs)
+        return fabs(x);
+      else if constexpr (OP == UnaryOp::Sqr)
+        return x * x;
+      else if constexpr (OP == UnaryOp::Sqrt)
+        return sqrt(x);
+      else if constexpr (OP == UnaryOp::Gelu) {
+        // 0.5 x (1 + tanh(u)) == x * sigmoid(2u), without the cancellation for x < 0
+        C u2 = C(1.5957691216057307117) * (x + C(0.044715) * (x * x * x));
+        return x / (C(1) + exp(-u2));
+      } else if constexpr (OP == UnaryOp::GeluErf)
+        return C(0.5) * x * erfc(-x * C(0.70710678118654752440));
+      else if constexpr (OP == UnaryOp::Erf)
+        return erf(x);
+      else if constexpr (OP == UnaryOp::Relu)
+        return x > C(0) ? x : C(0);
+      else if constexpr (OP == UnaryOp::Silu)
+        return x / (C(1) + exp(-x));
+      else if constexpr (OP == UnaryOp::Sigmoid)
+        return C(1) / (C(1) + exp(-x));
+      else if constexpr (OP == UnaryOp::Ceil)
+        return ceil(x);
+      else if constexpr (OP == UnaryOp::Floor)
+        return floor(x);
+      else if constexpr (OP == UnaryOp::Round)
+        return round(x);
+      else
+        return static_cast<C>((x > C(0)) - (x < C(0)));
+    }
+  }
+};
+
+template <typename C>
+struct AffineF {
+  C mul, add;
+  __device__ __forceinline__ C operator()(C x) const {
+    if constexpr (std::is_integral_v<C>)
+      return wrap_add(wrap_mul(x, mul), add);
+    else
+      return add_rn(mul_rn(x, mul), add);
+  }
+};
+template <typename C>
+struct AffineViaDouble {
+  double mul, add;
+  __device__ __forceinline__ C operator()(C x) const {
+    return convert<C>(add_rn(mul_rn(static_cast<double>(x), mul), add));
+  }
+};
+template <typename C>
+struct PowfF {
+  C e;
+  __device__ __forceinline__ C operator()(C x) const { return pow(x, e); }
+};
+template <typename C>
+struct EluF {
+  C alpha;
+  __device__ __forceinline__ C operator()(C x) const { return x >= C(0) ? x : alpha * expm1(x); }
+};
+
+template <BinaryOp OP>
+struct BinaryF {
+  template <typename C>
+  __device__ __forceinline__ C operator()(C a, C b) const {
+    if constexpr (OP == BinaryOp::Add) {
+      if constexpr (std::is_integral_v<C>)
+        return wrap_add(a, b);
+      else
+        return a + b;
+    } else if constexpr (OP == BinaryOp::Sub) {
+      if constexpr (std::is_integral_v<C>)
+        return wrap_sub(a, b);
+      else
+        return a - b;
+    } else if constexpr (OP == BinaryOp::Mul) {
+      if constexpr (std::is_integral_v<C>)
+        return wrap_mul(a, b);
+      else
+        return a * b;
+    } else if constexpr (OP == BinaryOp::Div) {
+      if constexpr (std::is_integral_v<C>) {
+        if (b == 0) return C(0);
+        if constexpr (std::is_signed_v<C>) {
+          if (b == C(-1)) return wrap_sub(C(0), a);
+        }
+        return static_cast<C>(a / b);
+      } else {
+        return a / b;
+      }
+    } else if constexpr (OP == BinaryOp::Maximum) {
+      if constexpr (std::is_integral_v<C>)
+        return a < b ? b : a;
+      else
+        return (a > b || a != a) ? a : b;
+    } else if constexpr (OP == BinaryOp::Minimum) {
+      if constexpr (std::is_integral_v<C>)
+        return b < a ? b : a;
+      else
+        return (a < b || a != a) ? a : b;
+    } else {
+      if constexpr (std::is_integral_v<C>)
+        return a;  // refused by the host code
+      else
+        return pow(a, b);
+    }
+  }
+};
+
+template <CmpOp OP>
+struct CmpF {
+  template <typename C>
+  __device__ __forceinline__ uint8_t operator()(C a, C b) const {
+    if constexpr (OP == CmpOp::Eq)
+      return a == b;
+    else if constexpr (OP == CmpOp::Ne)
+      return a != b;
+    else if constexpr (OP == CmpOp::Lt)
+      return a < b;
+    else if constexpr (OP == CmpOp::Le)
+      return a <= b;
+    else if constexpr (OP == CmpOp::Gt)
+      return a > b;
+    else
+      return a >= b;
+  }
+};
+
+// ---- kernels ----
+template <typename I, typename S, typename F>
+__global__ void map1_k(const S* __restrict__ x, EwStrides xs, S* __restrict__ out, EwShape sh, F f) {
+  CANDLE_GRID_LOOP(I, i, sh.n) out[i] = store<S>(f(load(x[offset_in<I>(i, sh, xs)])));
+}
+
+template <typename I, typename S, typename O, typename F>
+__global__ void map2_k(const S* __restrict__ a, EwStrides as, const S* __restrict__ b, EwStrides bs,
+                       O* __restrict__ out, EwShape sh, F f) {
+  CANDLE_GRID_LOOP(I, i, sh.n) {
+    auto r = f(load(a[offset_in<I>(i, sh, as)]), load(b[offset_in<I>(i, sh, bs)]));
+    if constexpr (std::is_same_v<O, uint8_t>)
+      out[i] = r;
+    else
+      out[i] = store<O>(r);
+  }
+}
+
+template <typename I, typename CT, typename V>
+__global__ void where_k(const CT* __restrict__ c, EwStrides cs, const V* __restrict__ t, EwStrides ts,
+                        const V* __restrict__ f, EwStrides fs, V* __restrict__ out, EwShape sh) {
+  CANDLE_GRID_LOOP(I, i, sh.n)
+  out[i] = c[offset_in<I>(i, sh, cs)] != 0 ? t[offset_in<I>(i, sh, ts)] : f[offset_in<I>(i, sh, fs)];
+}
+
+template <typename I, typename From, typename To>
+__global__ void cast_k(const From* __restrict__ x, EwStrides xs, To* __restrict__ out, EwShape sh) {
+  CANDLE_GRID_LOOP(I, i, sh.n) {
+    if constexpr (std::is_same_v<From, To>)
+      out[i] = x[offset_in<I>(i, sh, xs)];
+    else
+      out[i] = store<To>(convert<To>(load(x[offset_in<I>(i, sh, xs)])));
+  }
+}
+
+inline bool wide(const EwShape& sh) { return sh.n > int64_t(UINT32_MAX); }
+
+template <typename S, typename F>
+cudaError_t launch_map1(const void* x, const EwStrides& xs, void* out, const EwShape& sh, F f,
+                        cudaStream_t s) {
+  if (sh.n == 0) return cudaSuccess;
+  if (wide(sh))
+    map1_k<uint64_t>
+        <<<grid_for(sh.n), kBlock, 0, s>>>(static_cast<const S*>(x), xs, static_cast<S*>(out), sh, f);
+  else
+    map1_k<uint32_t>
+        <<<grid_for(sh.n), kBlock, 0, s>>>(static_cast<const S*>(x), xs, static_cast<S*>(out), sh, f);
+  return cudaGetLastError();
+}
+
+template <typename S, typename O, typename F>
+cudaError_t launch_map2(const void* a, const EwStrides& as, const void* b, const EwStrides& bs, void* out,
+                        const EwShape& sh, F f, cudaStream_t s) {
+  if (sh.n == 0) return cudaSuccess;
+  auto pa = static_cast<const S*>(a);
+  auto pb = static_cast<const S*>(b);
+  auto po = static_cast<O*>(out);
+  if (wide(sh))
+    map2_k<uint64_t><<<grid_for(sh.n), kBlock, 0, s>>>(pa, as, pb, bs, po, sh, f);
+  else
+    map2_k<uint32_t><<<grid_for(sh.n), kBlock, 0, s>>>(pa, as, pb, bs, po, sh, f);
+  return cudaGetLastError();
+}
+
+template <typename Fn>
+inline cudaError_t with_unary(UnaryOp op, Fn&& fn) {
+  switch (op) {
+#define CANDLE_U(N) \
+  case UnaryOp::N: return fn.template operator()<UnaryOp::N>();
+    CANDLE_U(Neg)
+    CANDLE_U(Recip) CANDLE_U(Exp) CANDLE_U(Log) CANDLE_U(Sin) CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs)
+        CANDLE_U(Sqr) CANDLE_U(Sqrt) CANDLE_U(Gelu) CANDLE_U(GeluErf) CANDLE_U(Erf) CANDLE_U(Relu)
+            CANDLE_U(Silu) CANDLE_U(Ceil) CANDLE_U(Floor) CANDLE_U(Round) CANDLE_U(Sign) CANDLE_U(Sigmoid)
+#undef CANDLE_U
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace candle::cuda_k::ew

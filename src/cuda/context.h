@@ -1,0 +1,140 @@
+// The CUDA device context: the device, its one stream, the caching allocator, pinned staging
+// buffers, the cuBLAS handle and the index-fault word. Only host code (no kernels) uses it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "candle/device.h"
+
+struct cublasContext;
+
+namespace candle::cuda_backend {
+
+// Throws Error(Device) "cuda: <what>: <CUDA's message>" when e is not cudaSuccess.
+void check(cudaError_t e, const char* what);
+[[noreturn]] void fail(const std::string& msg);
+
+class Context;
+
+// A device allocation of `bytes` (its size class); given back to the context's cache when the
+// last reference goes.
+struct Block {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  Context* ctx = nullptr;
+  ~Block();
+};
+using BlockPtr = std::shared_ptr<Block>;
+
+struct Counters {
+  std::atomic<uint64_t> launches{0}, allocations{0}, cache_hits{0}, live_bytes{0}, cached_bytes{0},
+      uploaded{0}, downloaded{0};
+};
+Counters& counters();
+
+// Makes `ordinal` the calling thread's current device for its lifetime.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal);
+};
+
+class Context {
+ public:
+  // Opens device `ordinal`: throws Error(Device) when the driver is missing, there is no such
+  // device, or it cannot be initialised.
+  static std::shared_ptr<Context> open(size_t ordinal);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int ordinal() const { return ordinal_; }
+  const std::string& name() const { return name_; }
+  cudaStream_t stream() const { return stream_; }
+  // SM count, compute capability (major * 10 + minor).
+  int sm_count() const { return sm_count_; }
+  int compute_capability() const { return cc_; }
+
+  // Device memory of at least `bytes` (rounded to a size class), from the cache when one is free.
+  // Out of memory: the cache is emptied and the allocation retried, then Error(Device) names the
+  // size and what is free.
+  BlockPtr alloc(size_t bytes);
+  void release(void* ptr, size_t bytes);  // Block's destructor
+  // Frees every cached block.
+  void empty_cache();
+
+  // Host <-> device copies through pinned staging buffers (large copies are pipelined).
+  void upload(void* dst, const void* src, size_t bytes);
+  void download(void* dst, const void* src, size_t bytes);
+
+  // Waits for the stream, then throws the first index fault a kernel reported, if any.
+  void synchronize();
+  DeviceMemory memory() const;
+
+  // The cuBLAS handle bound to the stream (created on first use).
+  cublasContext* cublas();
+  // Scratch workspace for cuBLAS (kept for the context's life).
+  void* cublas_workspace(size_t& bytes);
+
+  // Index checks of the indexing kernels: a kernel that meets an out-of-range id writes
+  // {tag, position, id low, id high} into the fault words once (atomicCAS on word 0 from 0) and
+  // skips the element; the next synchronize() or download throws Error(IndexOutOfRange) naming
+  // the op, the dim, its size and the operand's shape registered under that tag.
+  struct IdCheck {
+    uint32_t tag;
+    uint32_t* fault;  // device-visible pointer to the 4 fault words
+  };
+  IdCheck register_id_check(const char* op, size_t dim, size_t limit, const std::string& shape);
+
+  // Counts one kernel launch (cuda::stats().launches) and throws on a launch error.
+  void launched(cudaError_t e, const char* kernel);
+
+ private:
+  Context() = default;
+  void throw_fault();
+  void* raw_alloc(size_t bytes);
+
+  int ordinal_ = 0;
+  std::string name_;
+  int sm_count_ = 0, cc_ = 0;
+  cudaStream_t stream_ = nullptr;
+
+  std::mutex mu_;  // the allocator's cache
+  std::multimap<size_t, void*> free_;
+  size_t cache_limit_ = 0;
+
+  std::mutex copy_mu_;  // the staging buffers
+  void* staging_[2] = {nullptr, nullptr};
+  cudaEvent_t staged_[2] = {nullptr, nullptr};
+
+  std::mutex blas_mu_;
+  cublasContext* cublas_ = nullptr;
+  void* blas_ws_ = nullptr;
+  size_t blas_ws_bytes_ = 0;
+
+  std::mutex fault_mu_;
+  uint32_t* fault_host_ = nullptr;  // pinned, mapped
+  uint32_t* fault_dev_ = nullptr;
+  uint32_t next_tag_ = 1;
+  struct Check {
+    std::string op, shape;
+    size_t dim, limit;
+  };
+  std::map<uint32_t, Check> checks_;
+};
+
+// Size classes: multiples of 512 bytes up to 1 MiB, then quarter steps between powers of two.
+size_t size_class(size_t bytes);
+
+bool env_flag(const char* name);
+
+}  // namespace candle::cuda_backend

@@ -1,0 +1,131 @@
+// CudaDevice / CudaStorage and the helpers the ops' host code uses (no kernels here: they are
+// reached through kernels/cuda/launch.h).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "candle/backend/cpu_storage.h"
+#include "context.h"
+#include "launch.h"
+
+namespace candle::cuda_backend {
+
+class CudaStorage;
+using CuStoragePtr = std::shared_ptr<CudaStorage>;
+
+class CudaDevice final : public BackendDevice, public std::enable_shared_from_this<CudaDevice> {
+ public:
+  CudaDevice(std::shared_ptr<Context> ctx, size_t ordinal) : ctx_(std::move(ctx)), ordinal_(ordinal) {}
+  DeviceKind kind() const override { return DeviceKind::Cuda; }
+  size_t ordinal() const override { return ordinal_; }
+  std::string name() const override { return ctx_->name(); }
+  StoragePtr alloc(DType dtype, size_t n) override;
+  StoragePtr from_cpu(const CpuStorage& src) override;
+  StoragePtr from_host(const void* data, DType dtype, size_t n) override;
+  StoragePtr zeros(DType dtype, size_t n) override;
+  void set_seed(uint64_t seed) override;
+  StoragePtr rand_uniform(DType dtype, size_t n, double lo, double up) override;
+  StoragePtr rand_normal(DType dtype, size_t n, double mean, double stddev) override;
+  void synchronize() override { ctx_->synchronize(); }
+  DeviceMemory memory() const override { return ctx_->memory(); }
+
+  Context& ctx() const { return *ctx_; }
+  // A new storage of n elements (uninitialised).
+  CuStoragePtr make(DType dtype, size_t n);
+
+ private:
+  std::shared_ptr<Context> ctx_;
+  size_t ordinal_;
+  std::mutex rng_mu_;
+  uint64_t seed_ = 299792458, counter_ = 0;
+};
+
+class CudaStorage final : public BackendStorage {
+ public:
+  CudaStorage(std::shared_ptr<CudaDevice> dev, DType dtype, size_t n, BlockPtr block)
+      : dev_(std::move(dev)), dtype_(dtype), n_(n), block_(std::move(block)) {}
+  DType dtype() const override { return dtype_; }
+  size_t elem_count() const override { return n_; }
+  BackendDevice& device() const override { return *dev_; }
+  std::shared_ptr<CpuStorage> to_cpu() const override;
+  void copy_to_host(const Layout& l, void* dst) const override;
+  bool shares_memory_with(const BackendStorage& other) const override;
+
+  CudaDevice& cdev() const { return *dev_; }
+  Context& ctx() const { return dev_->ctx(); }
+  cudaStream_t stream() const { return dev_->ctx().stream(); }
+  // The device address of element `elem`.
+  void* at(size_t elem) const { return static_cast<char*>(block_->ptr) + elem * dtype_size(dtype_); }
+  template <typename T>
+  T* ptr(size_t elem = 0) const {
+    return static_cast<T*>(at(elem));
+  }
+
+  // element-wise (ops_elementwise.cpp)
+  StoragePtr unary(UnaryOp op, const Layout& l) const override;
+  StoragePtr affine(const Layout& l, double mul, double add) const override;
+  StoragePtr powf(const Layout& l, double e) const override;
+  StoragePtr elu(const Layout& l, double alpha) const override;
+  StoragePtr binary(BinaryOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                    const Layout& rhs_l) const override;
+  StoragePtr cmp(CmpOp op, const Layout& lhs_l, const BackendStorage& rhs,
+                 const Layout& rhs_l) const override;
+  StoragePtr where_cond(const Layout& cond_l, const BackendStorage& on_true, const Layout& t_l,
+                        const BackendStorage& on_false, const Layout& f_l) const override;
+  StoragePtr to_dtype(const Layout& l, DType dtype) const override;
+  // copies (ops_copy.cpp)
+  void copy_strided_src(BackendStorage& dst, size_t dst_offset, const Layout& src_l) const override;
+  void copy2d(BackendStorage& dst, size_t d1, size_t d2, size_t src_s, size_t dst_s, size_t src_o,
+              size_t dst_o) const override;
+  void const_set(const Scalar& v, const Layout& l) override;
+  // matmul through cuBLAS (ops_matmul.cpp)
+  StoragePtr matmul(const Layout& lhs_l, const BackendStorage& rhs, const Layout& rhs_l,
+                    MatmulDims d) const override;
+
+ private:
+  std::shared_ptr<CudaDevice> dev_;
+  DType dtype_;
+  size_t n_;
+  BlockPtr block_;
+};
+
+// ---- helpers for the ops' host code (ew.cpp) ----
+
+// Records a CPU round-trip of `op` in cuda::stats() (logged with CANDLE_CUDA_TRACE=1); call it
+// right before delegating to BackendStorage's default, which counts backend_stats().
+void note_round_trip(const char* op);
+
+const CudaStorage& as_cuda(const BackendStorage& s, const char* op);
+CudaStorage& as_cuda(BackendStorage& s, const char* op);
+
+inline cuda_k::Dt dt_of(DType d) { return static_cast<cuda_k::Dt>(d); }
+
+// An element-wise op over the common shape of some operands (each a storage's layout): the dims
+// merged where every operand allows, at most cuda_k::kMaxDims per launch. `fn` is called once per
+// launch (several when the merged rank exceeds kMaxDims: once per index of the outer dims) with
+// the shape, each operand's strides and the element offset of its first element (the layout's
+// start offset included).
+struct EwSlice {
+  cuda_k::EwShape shape;
+  std::vector<cuda_k::EwStrides> st;
+  std::vector<size_t> first;
+};
+void for_each_ew_slice(const Shape& shape, const std::vector<const Layout*>& layouts,
+                       const std::function<void(const EwSlice&)>& fn);
+
+// The elements of layout `l` of `s` contiguously: `s` itself (first element `first`) when l is
+// contiguous, else a copy made on the device (kept alive in `keep`, first element 0).
+struct Dense {
+  const CudaStorage* s;
+  size_t first;
+  CuStoragePtr keep;
+};
+Dense dense(const CudaStorage& s, const Layout& l);
+
+// "unsupported dtype <dt> for op <op>" (ErrorKind::UnsupportedOp), as the CPU says it.
+[[noreturn]] void unsupported(DType dt, const char* op);
+
+}  // namespace candle::cuda_backend
