@@ -1,0 +1,136 @@
+// GPU op speed: element-wise ops, casts, reductions and matmuls on one device, timed with the
+// device's synchronize() around repetitions (the median of 5 runs of `reps` calls after a warm-up).
+// tools/bench_cuda_vs_torch.py runs it beside PyTorch on the same card.
+//   gpu_ops_speed [--device cuda:0] [--only NAME]
+// Prints one line per case: name, dtype, shape, ms per call, GB/s (bytes read + written) or TFLOP/s.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "candle/backend/backend.h"
+#include "candle/candle.h"
+#if CANDLE_GPU_OPS_SPEED_CUDA
+#include "candle/cuda.h"
+#endif
+
+using namespace candle;
+
+namespace {
+
+double time_ms(const Device& dev, int reps, const std::function<void()>& fn) {
+  fn();
+  dev.synchronize();
+  std::vector<double> runs;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    dev.synchronize();
+    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+                   reps);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[2];
+}
+
+std::string shape_str(const std::vector<size_t>& d) {
+  std::string s;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(d[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dev_name = "cuda:0", only;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
+      dev_name = argv[++i];
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: gpu_ops_speed [--device cuda:0] [--only NAME]\n");
+      return 2;
+    }
+  }
+  try {
+    Device dev = Device::from_name(dev_name);
+    std::printf("# device %s (%s)\n", dev.to_string().c_str(), dev.backend().name().c_str());
+    auto want = [&](const std::string& n) { return only.empty() || n.find(only) != std::string::npos; };
+    auto report_bw = [&](const char* name, DType dt, const std::vector<size_t>& shape, double ms,
+                         double bytes) {
+      std::printf("%-22s %-5s %-16s %9.4f ms %8.1f GB/s\n", name, std::string(dtype_name(dt)).c_str(),
+                  shape_str(shape).c_str(), ms, bytes / ms / 1e6);
+      std::fflush(stdout);
+    };
+    const std::vector<size_t> big = {8192, 8192};  // 64 M elements
+    const double nb = 8192.0 * 8192.0;
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      const double es = static_cast<double>(dtype_size(dt));
+      Tensor x = Tensor::randn(0.0, 1.0, big, dt, dev), y = Tensor::randn(0.0, 1.0, big, dt, dev);
+      Tensor row = Tensor::randn(0.0, 1.0, {8192}, dt, dev);
+      if (want("copy")) report_bw("copy", dt, big, time_ms(dev, 20, [&] { (void)x.copy(); }), 2 * nb * es);
+      if (want("exp")) report_bw("exp", dt, big, time_ms(dev, 20, [&] { (void)x.exp(); }), 2 * nb * es);
+      if (want("gelu")) report_bw("gelu", dt, big, time_ms(dev, 20, [&] { (void)x.gelu(); }), 2 * nb * es);
+      if (want("add")) report_bw("add", dt, big, time_ms(dev, 20, [&] { (void)(x + y); }), 3 * nb * es);
+      if (want("add_bcast"))
+        report_bw("add_bcast_row", dt, big, time_ms(dev, 20, [&] { (void)x.broadcast_add(row); }),
+                  2 * nb * es);
+      if (want("affine"))
+        report_bw("affine", dt, big, time_ms(dev, 20, [&] { (void)x.affine(2.0, 1.0); }), 2 * nb * es);
+      if (want("transpose"))
+        report_bw("transpose_copy", dt, big, time_ms(dev, 20, [&] { (void)x.t().contiguous(); }),
+                  2 * nb * es);
+      if (want("cast") && dt == DType::F32)
+        report_bw("cast_f32_f16", dt, big, time_ms(dev, 20, [&] { (void)x.to_dtype(DType::F16); }), nb * 6);
+      if (want("sum")) report_bw("sum_all", dt, big, time_ms(dev, 20, [&] { (void)x.sum_all(); }), nb * es);
+      if (want("sum_rows"))
+        report_bw("sum_last_dim", dt, big, time_ms(dev, 20, [&] { (void)x.sum_keepdim(1); }), nb * es);
+      if (want("sum_cols"))
+        report_bw("sum_first_dim", dt, big, time_ms(dev, 20, [&] { (void)x.sum_keepdim(0); }), nb * es);
+      if (want("max_rows"))
+        report_bw("max_last_dim", dt, big, time_ms(dev, 20, [&] { (void)x.max_keepdim(1); }), nb * es);
+    }
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      for (size_t n : {1024, 2048, 4096, 8192}) {
+        if (!want("matmul")) break;
+        Tensor a = Tensor::randn(0.0, 1.0, {n, n}, dt, dev), b = Tensor::randn(0.0, 1.0, {n, n}, dt, dev);
+        const int reps = n <= 2048 ? 20 : n == 4096 ? 5 : 2;
+        double ms = time_ms(dev, reps, [&] { (void)a.matmul(b); });
+        std::printf("%-22s %-5s %-16s %9.4f ms %8.1f TFLOP/s\n", "matmul",
+                    std::string(dtype_name(dt)).c_str(), shape_str({n, n, n}).c_str(), ms,
+                    2.0 * n * n * n / ms / 1e9);
+        std::fflush(stdout);
+#if CANDLE_GPU_OPS_SPEED_CUDA
+        if (dt == DType::F32) {
+          cuda::set_gemm_reduced_precision_f32(true);
+          ms = time_ms(dev, reps, [&] { (void)a.matmul(b); });
+          cuda::set_gemm_reduced_precision_f32(false);
+          std::printf("%-22s %-5s %-16s %9.4f ms %8.1f TFLOP/s\n", "matmul_tf32", "f32",
+                      shape_str({n, n, n}).c_str(), ms, 2.0 * n * n * n / ms / 1e9);
+        }
+#endif
+      }
+    }
+    // attention-shaped batched products: [b*h, t, d] x [b*h, d, t]
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      if (!want("bmm")) break;
+      Tensor q = Tensor::randn(0.0, 1.0, {32, 2048, 128}, dt, dev),
+             k = Tensor::randn(0.0, 1.0, {32, 2048, 128}, dt, dev);
+      Tensor kt = k.transpose(1, 2);
+      double ms = time_ms(dev, 10, [&] { (void)q.matmul(kt); });
+      std::printf("%-22s %-5s %-16s %9.4f ms %8.1f TFLOP/s\n", "bmm_qkT", std::string(dtype_name(dt)).c_str(),
+                  "32x2048x128x2048", ms, 2.0 * 32 * 2048 * 2048 * 128 / ms / 1e9);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gpu_ops_speed: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
