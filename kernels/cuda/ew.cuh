@@ -205,6 +205,63 @@ struct CmpF {
 };
 
 // ---- kernels ----
+// Dense operands: each thread moves one 16-byte pack per step (8 halves, 4 floats, 2 doubles).
+template <typename S>
+constexpr int pack_of() {
+  return sizeof(S) >= 16 ? 1 : static_cast<int>(16 / sizeof(S));
+}
+template <typename S, int V>
+struct alignas(sizeof(S) * V) Pack {
+  S v[V];
+};
+inline bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+template <typename S, typename F>
+__global__ void map1_dense_k(const S* __restrict__ x, S* __restrict__ out, uint64_t n, F f) {
+  constexpr int V = pack_of<S>();
+  using P = Pack<S, V>;
+  const uint64_t np = n / V, stride = static_cast<uint64_t>(blockDim.x) * gridDim.x;
+  const uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (uint64_t i = t; i < np; i += stride) {
+    const P a = reinterpret_cast<const P*>(x)[i];
+    P r;
+#pragma unroll
+    for (int j = 0; j < V; ++j) r.v[j] = store<S>(f(load(a.v[j])));
+    reinterpret_cast<P*>(out)[i] = r;
+  }
+  for (uint64_t i = np * V + t; i < n; i += stride) out[i] = store<S>(f(load(x[i])));
+}
+
+template <typename S, typename O, typename F>
+__global__ void map2_dense_k(const S* __restrict__ a, const S* __restrict__ b, O* __restrict__ out,
+                             uint64_t n, F f) {
+  constexpr int V = pack_of<S>();
+  using P = Pack<S, V>;
+  using PO = Pack<O, V>;
+  const uint64_t np = n / V, stride = static_cast<uint64_t>(blockDim.x) * gridDim.x;
+  const uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (uint64_t i = t; i < np; i += stride) {
+    const P pa = reinterpret_cast<const P*>(a)[i], pb = reinterpret_cast<const P*>(b)[i];
+    PO r;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      auto v = f(load(pa.v[j]), load(pb.v[j]));
+      if constexpr (std::is_same_v<O, uint8_t>)
+        r.v[j] = v;
+      else
+        r.v[j] = store<O>(v);
+    }
+    reinterpret_cast<PO*>(out)[i] = r;
+  }
+  for (uint64_t i = np * V + t; i < n; i += stride) {
+    auto v = f(load(a[i]), load(b[i]));
+    if constexpr (std::is_same_v<O, uint8_t>)
+      out[i] = v;
+    else
+      out[i] = store<O>(v);
+  }
+}
+
 template <typename I, typename S, typename F>
 __global__ void map1_k(const S* __restrict__ x, EwStrides xs, S* __restrict__ out, EwShape sh, F f) {
   CANDLE_GRID_LOOP(I, i, sh.n) out[i] = store<S>(f(load(x[offset_in<I>(i, sh, xs)])));
@@ -261,6 +318,12 @@ cudaError_t launch_map2(const void* a, const EwStrides& as, const void* b, const
   auto pa = static_cast<const S*>(a);
   auto pb = static_cast<const S*>(b);
   auto po = static_cast<O*>(out);
+  constexpr int V = pack_of<S>();
+  if (as.dense && bs.dense && aligned_to(a, sizeof(S) * V) && aligned_to(b, sizeof(S) * V) &&
+      aligned_to(out, sizeof(O) * V)) {
+    map2_dense_k<<<grid_for(sh.n, V), kBlock, 0, s>>>(pa, pb, po, static_cast<uint64_t>(sh.n), f);
+    return cudaGetLastError();
+  }
   if (wide(sh))
     map2_k<uint64_t><<<grid_for(sh.n), kBlock, 0, s>>>(pa, as, pb, bs, po, sh, f);
   else
@@ -274,9 +337,10 @@ inline cudaError_t with_unary(UnaryOp op, Fn&& fn) {
 #define CANDLE_U(N) \
   case UnaryOp::N: return fn.template operator()<UnaryOp::N>();
     CANDLE_U(Neg)
-    CANDLE_U(Recip) CANDLE_U(Exp) CANDLE_U(Log) CANDLE_U(Sin) CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs)
-        CANDLE_U(Sqr) CANDLE_U(Sqrt) CANDLE_U(Gelu) CANDLE_U(GeluErf) CANDLE_U(Erf) CANDLE_U(Relu)
-            CANDLE_U(Silu) CANDLE_U(Ceil) CANDLE_U(Floor) CANDLE_U(Round) CANDLE_U(Sign) CANDLE_U(Sigmoid)
+    CANDLE_U(Recip)
+    CANDLE_U(Exp) CANDLE_U(Log) CANDLE_U(Sin) CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr)
+        CANDLE_U(Sqrt) CANDLE_U(Gelu) CANDLE_U(GeluErf) CANDLE_U(Erf) CANDLE_U(Relu) CANDLE_U(Silu)
+            CANDLE_U(Ceil) CANDLE_U(Floor) CANDLE_U(Round) CANDLE_U(Sign) CANDLE_U(Sigmoid)
 #undef CANDLE_U
   }
   return cudaErrorInvalidValue;

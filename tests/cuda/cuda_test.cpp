@@ -78,8 +78,9 @@ TEST(CudaOpen, AutoSelectNeverThrows) {
   std::string why;
   Device d = Device::auto_select(&why);
   EXPECT_FALSE(why.empty());
-  if (cuda0().dev) {
-    EXPECT_TRUE(d.is_cuda()) << why;
+  // until the backend is complete, auto picks CUDA only when asked to (CANDLE_CUDA_AUTO=1)
+  if (cuda0().dev && !d.is_cuda()) {
+    EXPECT_NE(why.find("CANDLE_CUDA_AUTO"), std::string::npos) << why;
   }
 }
 
