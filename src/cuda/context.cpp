@@ -24,6 +24,11 @@ bool env_flag(const char* name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+bool env_flag_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, "0") == 0;
+}
+
 Counters& counters() {
   static Counters c;
   return c;

@@ -136,5 +136,7 @@ class Context {
 size_t size_class(size_t bytes);
 
 bool env_flag(const char* name);
+// The variable is set to "0" (an opt-out).
+bool env_flag_off(const char* name);
 
 }  // namespace candle::cuda_backend

@@ -1,0 +1,20 @@
+// Optional cuDNN convolutions: libcudnn.so.9 is opened at run time (never linked); where it is
+// missing, or CANDLE_CUDA_CUDNN=0, or a case is outside what is handled here, the callers run
+// the backend's own kernels.
+#pragma once
+
+#include <string>
+
+#include "storage.h"
+
+namespace candle::cuda_backend {
+
+// Whether cuDNN loaded (why not, in `why`).
+bool cudnn_available(std::string* why = nullptr);
+
+// out (dense [b, c_out, out_h, out_w], allocated by the caller) = conv2d(x, w) without bias, through
+// cuDNN. False (nothing queued) when cuDNN is not there or the case is not handled.
+bool cudnn_conv2d(const CudaStorage& x, const Layout& xl, const CudaStorage& w, const Layout& wl,
+                  const ParamsConv2D& p, CudaStorage& out);
+
+}  // namespace candle::cuda_backend
