@@ -52,8 +52,16 @@ struct AttnOpts {
   int64_t window;  // 0: none
   float softcap;   // 0: none
 };
+// With splits > 1 the visible keys of each block are cut into `splits` ranges run by separate
+// blocks (for a grid too small to fill `sm_count` SMs: decode steps), which write their partial
+// running max, sum and accumulator to `part` (attention_part_floats(g, splits) floats) instead of
+// out; attention_combine then merges them into out.
+int attention_splits(const AttnGeo& g, int sm_count);
+size_t attention_part_floats(const AttnGeo& g, int splits);
 cudaError_t attention(Dt dt, const void* q, const void* k, const void* v, const AttnGeo& g, const AttnOpts& o,
-                      void* out, cudaStream_t s);
+                      int splits, float* part, void* out, cudaStream_t s);
+cudaError_t attention_combine(Dt dt, const AttnGeo& g, int splits, const float* part, void* out,
+                              cudaStream_t s);
 
 // ---- optimizer steps (optim.cu) ----
 // AdamW in place over n dense elements (F32 or F64), in the CPU's order of operations:

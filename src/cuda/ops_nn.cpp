@@ -195,9 +195,18 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
   }
   cuda_k::AttnOpts o{p.scale, p.causal, i64(p.sliding_window), p.softcap};
   auto out = cdev().make(dtype_, n);
+  // a grid too small for the card (a decode step over a long cache): the keys split over more
+  // blocks, their partial results merged by a second kernel
+  const int splits = cuda_k::attention_splits(g, ctx().sm_count());
+  CuStoragePtr part;
+  if (splits > 1) part = cdev().make(DType::F32, cuda_k::attention_part_floats(g, splits));
+  float* pp = part ? part->ptr<float>() : nullptr;
   ctx().launched(cuda_k::attention(dt_of(dtype_), q.src.s->at(q.src.first), k.src.s->at(k.src.first),
-                                   v.src.s->at(v.src.first), g, o, out->at(0), stream()),
+                                   v.src.s->at(v.src.first), g, o, splits, pp, out->at(0), stream()),
                  "scaled_dot_product_attention");
+  if (splits > 1)
+    ctx().launched(cuda_k::attention_combine(dt_of(dtype_), g, splits, pp, out->at(0), stream()),
+                   "scaled_dot_product_attention (combine)");
   return out;
 }
 

@@ -1,8 +1,9 @@
 // candle::nn's fused backend hooks on every GPU device against the CPU backend's kernels, at the
 // storage level: softmax_last_dim, rms_norm, layer_norm, rope (three kinds), scaled dot-product
-// attention and the AdamW step, over dtypes and strided layouts. A device may answer "no kernel"
-// (nullptr / false: candle::nn then composes tensor ops), except CUDA, whose kernels cover every
-// case here; no case may take a CPU round-trip (the fixture checks).
+// attention (with CUDA's split-key path for small grids) and the AdamW step, over dtypes and
+// strided layouts. A device may answer "no kernel" (nullptr / false: candle::nn then composes
+// tensor ops), except CUDA, whose kernels cover every case here; no case may take a CPU
+// round-trip (the fixture checks).
 //
 // Tolerances: the row ops and attention sum in another order than the CPU (f32 1e-5 + 1e-5 |want|,
 // attention 2e-5 + 1e-4); f16 / bf16 / f8 compute in f32 and round once at the store, so about
@@ -142,6 +143,10 @@ CANDLE_DEVICE_TEST(NnFusedDevice, AttentionCausalWindowSoftcapGqaStrided) {
       {"decode-long", 1, 8, 2, 1, 300, 128, 128, {0.088f, true, 0, 0.0f}, false},
       {"strided-q", 2, 4, 2, 9, 9, 64, 64, {0.125f, true, 0, 0.0f}, true},
       {"d256", 1, 2, 1, 6, 45, 256, 256, {0.0625f, true, 0, 0.0f}, false},
+      // few blocks over many keys: CUDA splits the keys over blocks and merges the partial results
+      {"decode-split", 1, 4, 1, 1, 1000, 64, 64, {0.125f, true, 0, 0.0f}, false},
+      {"split-window", 1, 2, 1, 2, 1200, 32, 48, {0.18f, true, 40, 0.0f}, false},
+      {"split-noncausal", 2, 1, 1, 3, 777, 16, 16, {0.25f, false, 0, 3.0f}, true},
   };
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     if (dt != DType::F32 && !dev.is_cuda()) continue;
