@@ -84,6 +84,20 @@ class CudaStorage final : public BackendStorage {
   // matmul through cuBLAS (ops_matmul.cpp)
   StoragePtr matmul(const Layout& lhs_l, const BackendStorage& rhs, const Layout& rhs_l,
                     MatmulDims d) const override;
+  // nn (ops_nn.cpp): candle::nn's fused last-dim ops, attention, the AdamW step
+  StoragePtr softmax_last_dim(const Layout& l) const override;
+  StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                      float eps) const override;
+  StoragePtr layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                        const BackendStorage& beta, const Layout& beta_l, float eps) const override;
+  StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
+                  const BackendStorage& sin, const Layout& sin_l) const override;
+  StoragePtr scaled_dot_product_attention(const Layout& q_l, const BackendStorage& k, const Layout& k_l,
+                                          const BackendStorage& v, const Layout& v_l,
+                                          const AttentionParams& p) const override;
+  bool adamw_step_set(const Layout& l, BackendStorage& m, const Layout& m_l, BackendStorage& v,
+                      const Layout& v_l, const BackendStorage& g, const Layout& g_l,
+                      const AdamWStep& c) override;
 
  private:
   std::shared_ptr<CudaDevice> dev_;

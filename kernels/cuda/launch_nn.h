@@ -1,0 +1,80 @@
+// The host-side entry points of candle::nn's fused ops on CUDA (kernels/cuda/nn_rows.cu,
+// nn_rope.cu, attention.cu, optim.cu), called by src/cuda/ops_nn.cpp. Conventions of launch.h:
+// device pointers with the operands' offsets applied, strides in elements, dense outputs, the
+// launch's cudaError_t returned. Storage dtypes BF16, F16, F32, F64 and F8E4M3 (the small
+// floats compute in f32, f64 in f64); other codes give cudaErrorInvalidValue.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "candle/op_kinds.h"
+#include "launch.h"
+
+namespace candle::cuda_k {
+
+// ---- last-dim row ops (nn_rows.cu) ----
+enum class RowOp : uint8_t { Softmax, RmsNorm, LayerNorm };
+
+// `n_rows` rows of `d` elements; row r starts at x + r * row_stride (its elements adjacent);
+// out is dense [n_rows, d]. alpha / beta: vectors of d elements with strides a_st / b_st (0:
+// one element broadcast), read by the norms only (beta by LayerNorm only).
+cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, int64_t row_stride,
+                   const void* alpha, int64_t a_st, const void* beta, int64_t b_st, float eps, void* out,
+                   cudaStream_t s);
+
+// ---- rotary embeddings (nn_rope.cu) ----
+// x: dims [d0, d1, d2, d] with strides xs ([b, h, t, d], HalvesThd: [b, t, h, d]); cos / sin:
+// element (bi, t, i) at bi * cs[0] + t * cs[1] + i * cs[2] (cs[0] = 0 when not batched).
+struct RopeGeo {
+  int64_t dims[4];
+  int64_t xs[4];
+  int64_t cs[3];
+  int64_t ss[3];
+};
+cudaError_t rope(RopeKind kind, Dt dt, const void* x, const void* cos, const void* sin, const RopeGeo& g,
+                 void* out, cudaStream_t s);
+
+// ---- scaled dot-product attention (attention.cu) ----
+// q [b, h, tq, d], k [b, hkv, tk, d], v [b, hkv, tk, dv], each with strides s[0..2] over its
+// first three dims (the last dim adjacent); out dense [b, h, tq, dv]. Needs d, dv <= kAttnMaxD,
+// tq <= tk, h a multiple of hkv > 0.
+constexpr int64_t kAttnMaxD = 256;
+struct AttnGeo {
+  int64_t b, h, hkv, tq, tk, d, dv;
+  int64_t qs[3], ks[3], vs[3];
+};
+struct AttnOpts {
+  float scale;
+  bool causal;
+  int64_t window;  // 0: none
+  float softcap;   // 0: none
+};
+// With splits > 1 the visible keys of each block are cut into `splits` ranges run by separate
+// blocks (for a grid too small to fill `sm_count` SMs: decode steps), which write their partial
+// running max, sum and accumulator to `part` (attention_part_floats(g, splits) floats) instead of
+// out; attention_combine then merges them into out.
+int attention_splits(const AttnGeo& g, int sm_count);
+size_t attention_part_floats(const AttnGeo& g, int splits);
+cudaError_t attention(Dt dt, const void* q, const void* k, const void* v, const AttnGeo& g, const AttnOpts& o,
+                      int splits, float* part, void* out, cudaStream_t s);
+cudaError_t attention_combine(Dt dt, const AttnGeo& g, int splits, const float* part, void* out,
+                              cudaStream_t s);
+
+// ---- optimizer steps (optim.cu) ----
+// AdamW in place over n dense elements (F32 or F64), in the CPU's order of operations:
+// m = m b1 + g (1 - b1); v = v b2 + (g g)(1 - b2);
+// theta = theta decay - ((m scale_m) / (sqrt(v scale_v) + eps)) lr;
+// each operation rounded on its own, or with `contract` the three outer additions fused with
+// their left product (fma(m, b1, g (1 - b1)), fma(v, b2, ..), fma(theta, decay, -..)): the two
+// roundings of the CPU kernel's builds (gcc 12 contracts exactly those in its avx512f clone).
+struct AdamWConsts {
+  double b1, one_b1, b2, one_b2, scale_m, scale_v, decay, lr, eps;
+  bool contract;
+};
+cudaError_t adamw(Dt dt, void* theta, void* m, void* v, const void* g, int64_t n, const AdamWConsts& c,
+                  cudaStream_t s);
+
+}  // namespace candle::cuda_k

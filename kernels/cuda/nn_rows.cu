@@ -1,0 +1,127 @@
+// candle::nn's last-dim row ops: softmax, rms_norm, layer_norm (semantics of src/cpu/nn_fused.cpp).
+// A warp per row for rows up to kWarpRowMax elements (8 rows per block), else a block per row;
+// sums and maxima by warp shuffles (and shared memory across a block's warps), in the compute
+// type (f32 for the small floats, f64 for f64). Rows are read two or three times (the passes of
+// the CPU's kernels); the element-wise steps round like the CPU's (no FMA contraction).
+#include "launch_nn.h"
+#include "nn_common.cuh"
+
+namespace candle::cuda_k {
+namespace {
+
+using namespace nn;
+
+constexpr int64_t kWarpRowMax = 1024;
+constexpr int kRowsPerBlock = 8;
+
+// The sum (max when `is_max`) of v over the threads of a row: the warp (kWarp) or the block.
+template <bool kWarp, bool is_max, typename C>
+__device__ __forceinline__ C reduce_row(C v, C* red) {
+  v = is_max ? warp_max(v) : warp_sum(v);
+  if constexpr (kWarp) {
+    return v;
+  } else {
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();  // the previous reduction's reads of red are done
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    const C ident = is_max ? -std::numeric_limits<C>::infinity() : C(0);
+    C r = lane < nw ? red[lane] : ident;
+    return is_max ? warp_max(r) : warp_sum(r);  // every warp forms the total itself
+  }
+}
+
+template <typename S, RowOp OP, bool kWarp>
+__global__ void row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, int64_t rs,
+                           const S* __restrict__ a, int64_t as, const S* __restrict__ b, int64_t bs,
+                           float eps, S* __restrict__ y) {
+  using C = compute_t<S>;
+  __shared__ C red[32];
+  const int64_t lane = kWarp ? (threadIdx.x & 31) : threadIdx.x;
+  const int64_t nthr = kWarp ? 32 : blockDim.x;
+  const int64_t step = kWarp ? int64_t(blockDim.x >> 5) * gridDim.x : int64_t(gridDim.x);
+  int64_t row = kWarp ? int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5) : int64_t(blockIdx.x);
+  const C n = static_cast<C>(d);
+  for (; row < n_rows; row += step) {
+    const S* xr = x + row * rs;
+    S* yr = y + row * d;
+    if constexpr (OP == RowOp::Softmax) {
+      C m = -std::numeric_limits<C>::infinity();
+      for (int64_t i = lane; i < d; i += nthr) {
+        const C v = load(xr[i]);
+        m = v > m ? v : m;
+      }
+      m = reduce_row<kWarp, true>(m, red);
+      // a NaN anywhere makes the sum NaN and so every output, as on the CPU; a row of -inf
+      // gives exp(NaN) everywhere, as the CPU's (-inf) - (-inf)
+      C s = 0;
+      for (int64_t i = lane; i < d; i += nthr) s += exp_c(sub_rn(load(xr[i]), m));
+      s = reduce_row<kWarp, false>(s, red);
+      for (int64_t i = lane; i < d; i += nthr) yr[i] = store<S>(div_rn(exp_c(sub_rn(load(xr[i]), m)), s));
+    } else {
+      C mean = 0;
+      if constexpr (OP == RowOp::LayerNorm) {
+        C s = 0;
+        for (int64_t i = lane; i < d; i += nthr) s += load(xr[i]);
+        mean = div_rn(reduce_row<kWarp, false>(s, red), n);
+      }
+      C q = 0;
+      for (int64_t i = lane; i < d; i += nthr) {
+        const C dv = sub_rn(load(xr[i]), mean);
+        q = add_rn(q, mul_rn(dv, dv));
+      }
+      const C var = div_rn(reduce_row<kWarp, false>(q, red), n);
+      const C denom = sqrt_rn(add_rn(var, static_cast<C>(eps)));
+      for (int64_t i = lane; i < d; i += nthr) {
+        const C xn = div_rn(sub_rn(load(xr[i]), mean), denom);
+        C v = mul_rn(xn, static_cast<C>(load(a[i * as])));
+        if constexpr (OP == RowOp::LayerNorm) v = add_rn(v, static_cast<C>(load(b[i * bs])));
+        yr[i] = store<S>(v);
+      }
+    }
+  }
+}
+
+template <typename S, RowOp OP>
+cudaError_t launch_rows(const S* x, int64_t n_rows, int64_t d, int64_t rs, const S* a, int64_t as, const S* b,
+                        int64_t bs, float eps, S* y, cudaStream_t s) {
+  constexpr int64_t kMaxGrid = 65535LL * 32;
+  if (d <= kWarpRowMax) {
+    int64_t blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    blocks = blocks < 1 ? 1 : (blocks > kMaxGrid ? kMaxGrid : blocks);
+    row_kernel<S, OP, true>
+        <<<static_cast<unsigned>(blocks), 32 * kRowsPerBlock, 0, s>>>(x, n_rows, d, rs, a, as, b, bs, eps, y);
+  } else {
+    int threads = 128;  // about 8 elements a thread, 128..1024 threads
+    while (threads < 1024 && int64_t(threads) * 8 < d) threads *= 2;
+    const int64_t blocks = n_rows > kMaxGrid ? kMaxGrid : (n_rows < 1 ? 1 : n_rows);
+    row_kernel<S, OP, false>
+        <<<static_cast<unsigned>(blocks), threads, 0, s>>>(x, n_rows, d, rs, a, as, b, bs, eps, y);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, int64_t row_stride,
+                   const void* alpha, int64_t a_st, const void* beta, int64_t b_st, float eps, void* out,
+                   cudaStream_t s) {
+  if (n_rows <= 0 || d <= 0) return cudaSuccess;
+  return with_float(dt, [&]<typename S>() -> cudaError_t {
+    const S* xp = static_cast<const S*>(x);
+    const S* ap = static_cast<const S*>(alpha);
+    const S* bp = static_cast<const S*>(beta);
+    S* yp = static_cast<S*>(out);
+    switch (op) {
+      case RowOp::Softmax:
+        return launch_rows<S, RowOp::Softmax>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
+      case RowOp::RmsNorm:
+        return launch_rows<S, RowOp::RmsNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
+      case RowOp::LayerNorm:
+        return launch_rows<S, RowOp::LayerNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
+    }
+    return cudaErrorInvalidValue;
+  });
+}
+
+}  // namespace candle::cuda_k

@@ -1,0 +1,241 @@
+// candle::nn's fused ops on CUDA: softmax_last_dim, rms_norm, layer_norm (kernels/cuda/nn_rows.cu),
+// rope (nn_rope.cu), scaled_dot_product_attention (attention.cu) and the AdamW step (optim.cu).
+// Semantics and refusals follow the CPU (src/cpu/nn_fused.cpp, attention.cpp, optim.cpp):
+// nullptr / false where the CPU has no kernel either (mixed dtypes, wrong ranks) and where these
+// kernels have none (attention with d or dv beyond kAttnMaxD, odd rope dims), so that
+// candle::nn composes tensor ops on the device; non-float dtypes throw as the CPU does.
+#include <initializer_list>
+#include <optional>
+
+#include "launch_nn.h"
+#include "storage.h"
+
+namespace candle::cuda_backend {
+namespace {
+
+bool same_dtype(DType dt, std::initializer_list<const BackendStorage*> others) {
+  for (const BackendStorage* o : others)
+    if (o->dtype() != dt) return false;
+  return true;
+}
+
+int64_t i64(size_t v) { return static_cast<int64_t>(v); }
+
+// The rows of x as the row kernels read them: read in place when the last dim is adjacent (or
+// of length 1) and the other dims fold into one row stride (narrowed last dims, broadcast
+// rows); else a dense copy.
+struct Rows {
+  Dense src;
+  size_t n_rows, d, row_stride;
+};
+
+Rows rows_of(const CudaStorage& x, const Layout& l) {
+  const auto& dims = l.dims();
+  const auto& st = l.stride();
+  const size_t r = dims.size(), d = dims.back();
+  const size_t n_rows = d ? l.elem_count() / d : 0;
+  bool ok = d == 1 || st[r - 1] == 1;
+  size_t row_stride = d, expect = 0;
+  bool have = false;
+  for (size_t i = r - 1; ok && i-- > 0;) {
+    if (dims[i] == 1) continue;
+    if (!have) {
+      row_stride = st[i];
+      have = true;
+    } else {
+      ok = st[i] == expect;
+    }
+    expect = st[i] * dims[i];
+  }
+  if (ok) return {{&x, l.start_offset(), nullptr}, n_rows, d, row_stride};
+  return {dense(x, l), n_rows, d, d};
+}
+
+// A vector of d elements (alpha / beta): its first element and stride; a layout of another
+// rank with d elements is made dense. nullopt when it does not hold d elements.
+struct Vec {
+  Dense src;
+  size_t stride;
+};
+std::optional<Vec> vec_of(const CudaStorage& v, const Layout& l, size_t d) {
+  if (l.elem_count() != d) return std::nullopt;
+  if (l.dims().size() == 1) return Vec{{&v, l.start_offset(), nullptr}, d > 1 ? l.stride()[0] : 0};
+  return Vec{dense(v, l), 1};
+}
+
+StoragePtr run_rows(const CudaStorage& x, const Layout& l, cuda_k::RowOp op, const char* name, const Vec* a,
+                    const Vec* b, float eps) {
+  auto out = x.cdev().make(x.dtype(), l.elem_count());
+  if (l.elem_count() == 0) return out;
+  Rows rows = rows_of(x, l);
+  const void* ap = a ? a->src.s->at(a->src.first) : nullptr;
+  const void* bp = b ? b->src.s->at(b->src.first) : nullptr;
+  x.ctx().launched(cuda_k::row_op(op, dt_of(x.dtype()), rows.src.s->at(rows.src.first), i64(rows.n_rows),
+                                  i64(rows.d), i64(rows.row_stride), ap, a ? i64(a->stride) : 0, bp,
+                                  b ? i64(b->stride) : 0, eps, out->at(0), x.stream()),
+                   name);
+  return out;
+}
+
+// A [b, h, t, d] operand of attention: its first element and strides over the first three
+// dims, read in place when the last dim is adjacent, else a dense copy.
+struct Op4 {
+  Dense src;
+  int64_t s[3];
+};
+Op4 op4(const CudaStorage& x, const Layout& l) {
+  const auto& d = l.dims();
+  const auto& st = l.stride();
+  if (d[3] <= 1 || st[3] == 1) return {{&x, l.start_offset(), nullptr}, {i64(st[0]), i64(st[1]), i64(st[2])}};
+  return {dense(x, l), {i64(d[1] * d[2] * d[3]), i64(d[2] * d[3]), i64(d[3])}};
+}
+
+bool dense_in(const BackendStorage& s, const Layout& l, size_t n) {
+  return l.is_contiguous() && l.elem_count() == n && l.start_offset() + n <= s.elem_count();
+}
+
+}  // namespace
+
+StoragePtr CudaStorage::softmax_last_dim(const Layout& l) const {
+  if (l.dims().empty()) return nullptr;
+  if (!dtype_is_float(dtype_)) unsupported(dtype_, "softmax_last_dim");
+  return run_rows(*this, l, cuda_k::RowOp::Softmax, "softmax_last_dim", nullptr, nullptr, 0.0f);
+}
+
+StoragePtr CudaStorage::rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                                 float eps) const {
+  if (l.dims().empty() || !same_dtype(dtype_, {&alpha})) return nullptr;
+  const CudaStorage& a = as_cuda(alpha, "rms_norm");
+  if (!dtype_is_float(dtype_)) unsupported(dtype_, "rms_norm");
+  auto av = vec_of(a, alpha_l, l.dims().back());
+  if (!av) return nullptr;
+  return run_rows(*this, l, cuda_k::RowOp::RmsNorm, "rms_norm", &*av, nullptr, eps);
+}
+
+StoragePtr CudaStorage::layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
+                                   const BackendStorage& beta, const Layout& beta_l, float eps) const {
+  if (l.dims().empty() || !same_dtype(dtype_, {&alpha, &beta})) return nullptr;
+  const CudaStorage& a = as_cuda(alpha, "layer_norm");
+  const CudaStorage& b = as_cuda(beta, "layer_norm");
+  if (!dtype_is_float(dtype_)) unsupported(dtype_, "layer_norm");
+  const size_t d = l.dims().back();
+  auto av = vec_of(a, alpha_l, d);
+  auto bv = vec_of(b, beta_l, d);
+  if (!av || !bv) return nullptr;
+  return run_rows(*this, l, cuda_k::RowOp::LayerNorm, "layer_norm", &*av, &*bv, eps);
+}
+
+StoragePtr CudaStorage::rope(RopeKind kind, const Layout& l, const BackendStorage& cos_s, const Layout& cos_l,
+                             const BackendStorage& sin_s, const Layout& sin_l) const {
+  if (l.dims().size() != 4 || cos_l.dims() != sin_l.dims() || !same_dtype(dtype_, {&cos_s, &sin_s}))
+    return nullptr;
+  const CudaStorage& c = as_cuda(cos_s, "rope");
+  const CudaStorage& s = as_cuda(sin_s, "rope");
+  if (!dtype_is_float(dtype_)) unsupported(dtype_, "rope");
+  const auto& xd = l.dims();
+  const size_t b = xd[0], d = xd[3], half = d / 2;
+  const size_t t = kind == RopeKind::HalvesThd ? xd[1] : xd[2];
+  const auto& cd = cos_l.dims();
+  const bool batched = cd.size() == 3;
+  if (d % 2 != 0 || (cd.size() != 2 && !batched) || cd.back() != half || cd[batched ? 1 : 0] < t ||
+      (batched && cd[0] != b))
+    return nullptr;
+  auto out = cdev().make(dtype_, l.elem_count());
+  if (l.elem_count() == 0) return out;
+  cuda_k::RopeGeo g{};
+  for (size_t i = 0; i < 4; ++i) {
+    g.dims[i] = i64(xd[i]);
+    g.xs[i] = xd[i] > 1 ? i64(l.stride()[i]) : 0;
+  }
+  auto cs_strides = [&](const Layout& ly, int64_t* dst) {
+    const auto& st = ly.stride();
+    const auto& dm = ly.dims();
+    const size_t o = batched ? 1 : 0;
+    dst[0] = batched && dm[0] > 1 ? i64(st[0]) : 0;
+    dst[1] = dm[o] > 1 ? i64(st[o]) : 0;
+    dst[2] = dm[o + 1] > 1 ? i64(st[o + 1]) : 0;
+  };
+  cs_strides(cos_l, g.cs);
+  cs_strides(sin_l, g.ss);
+  ctx().launched(cuda_k::rope(kind, dt_of(dtype_), at(l.start_offset()), c.at(cos_l.start_offset()),
+                              s.at(sin_l.start_offset()), g, out->at(0), stream()),
+                 "rope");
+  return out;
+}
+
+StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const BackendStorage& k_s,
+                                                     const Layout& k_l, const BackendStorage& v_s,
+                                                     const Layout& v_l, const AttentionParams& p) const {
+  const auto* kc = dynamic_cast<const CudaStorage*>(&k_s);
+  const auto* vc = dynamic_cast<const CudaStorage*>(&v_s);
+  if (!kc || !vc || k_s.dtype() != dtype_ || v_s.dtype() != dtype_) return nullptr;
+  if (q_l.dims().size() != 4 || k_l.dims().size() != 4 || v_l.dims().size() != 4) return nullptr;
+  const auto &qd = q_l.dims(), &kd = k_l.dims(), &vd = v_l.dims();
+  cuda_k::AttnGeo g{};
+  g.b = i64(qd[0]);
+  g.h = i64(qd[1]);
+  g.hkv = i64(kd[1]);
+  g.tq = i64(qd[2]);
+  g.tk = i64(kd[2]);
+  g.d = i64(qd[3]);
+  g.dv = i64(vd[3]);
+  if (kd[0] != qd[0] || vd[0] != qd[0] || vd[1] != kd[1] || vd[2] != kd[2] || kd[3] != qd[3] || kd[1] == 0 ||
+      qd[1] % kd[1] != 0 || qd[2] > kd[2])
+    return nullptr;
+  if (!dtype_is_float(dtype_)) unsupported(dtype_, "scaled_dot_product_attention");
+  const size_t n = qd[0] * qd[1] * qd[2] * vd[3];
+  if (n == 0) return cdev().make(dtype_, 0);
+  // no kernel for heads this wide: candle::nn composes matmuls and a softmax instead
+  if (g.d > cuda_k::kAttnMaxD || g.dv > cuda_k::kAttnMaxD) return nullptr;
+  const Op4 q = op4(*this, q_l), k = op4(*kc, k_l), v = op4(*vc, v_l);
+  for (int i = 0; i < 3; ++i) {
+    g.qs[i] = q.s[i];
+    g.ks[i] = k.s[i];
+    g.vs[i] = v.s[i];
+  }
+  cuda_k::AttnOpts o{p.scale, p.causal, i64(p.sliding_window), p.softcap};
+  auto out = cdev().make(dtype_, n);
+  // a grid too small for the card (a decode step over a long cache): the keys split over more
+  // blocks, their partial results merged by a second kernel
+  const int splits = cuda_k::attention_splits(g, ctx().sm_count());
+  CuStoragePtr part;
+  if (splits > 1) part = cdev().make(DType::F32, cuda_k::attention_part_floats(g, splits));
+  float* pp = part ? part->ptr<float>() : nullptr;
+  ctx().launched(cuda_k::attention(dt_of(dtype_), q.src.s->at(q.src.first), k.src.s->at(k.src.first),
+                                   v.src.s->at(v.src.first), g, o, splits, pp, out->at(0), stream()),
+                 "scaled_dot_product_attention");
+  if (splits > 1)
+    ctx().launched(cuda_k::attention_combine(dt_of(dtype_), g, splits, pp, out->at(0), stream()),
+                   "scaled_dot_product_attention (combine)");
+  return out;
+}
+
+bool CudaStorage::adamw_step_set(const Layout& l, BackendStorage& m_base, const Layout& m_l,
+                                 BackendStorage& v_base, const Layout& v_l, const BackendStorage& g_base,
+                                 const Layout& g_l, const AdamWStep& c) {
+  auto* m = dynamic_cast<CudaStorage*>(&m_base);
+  auto* v = dynamic_cast<CudaStorage*>(&v_base);
+  auto* g = dynamic_cast<const CudaStorage*>(&g_base);
+  const DType dt = dtype_;
+  if (!m || !v || !g || (dt != DType::F32 && dt != DType::F64)) return false;
+  if (m->dtype() != dt || v->dtype() != dt || g->dtype() != dt) return false;
+  const size_t n = l.elem_count();
+  if (!dense_in(*this, l, n) || !dense_in(*m, m_l, n) || !dense_in(*v, v_l, n) || g_l.elem_count() != n ||
+      g_l.max_offset_exclusive() > g->elem_count())
+    return false;
+  if (n == 0) return true;
+  const Dense gd = dense(*g, g_l);
+  // The CPU's adamw_range is target-cloned; its avx512f clone, chosen where the CPU has
+  // AVX-512F, is compiled with the three multiply-adds contracted: the same roundings here keep
+  // the results the CPU's bytes on either kind of host.
+  static const bool cpu_contracts = __builtin_cpu_supports("avx512f");
+  const cuda_k::AdamWConsts k{c.beta1,   1.0 - c.beta1, c.beta2, 1.0 - c.beta2, c.scale_m,
+                              c.scale_v, c.decay,       c.lr,    c.eps,         cpu_contracts};
+  ctx().launched(
+      cuda_k::adamw(dt_of(dt), at(l.start_offset()), m->at(m_l.start_offset()), v->at(v_l.start_offset()),
+                    gd.s->at(gd.first), static_cast<int64_t>(n), k, stream()),
+      "adamw_step");
+  return true;
+}
+
+}  // namespace candle::cuda_backend
