@@ -9,6 +9,10 @@
 //  CANDLE_CUDA_CACHE_LIMIT_MB=N   MiB of freed device blocks kept for reuse (default: half the
 //                                 device's memory); out of memory empties the cache and retries
 //  CANDLE_CUDA_TRACE=1            log every CPU round-trip to stderr
+//  CANDLE_CUDA_TF32=1             start with set_gemm_reduced_precision_f32(true) (f32 matmuls and
+//                                 cuDNN convolutions on TF32 tensor cores)
+//  CANDLE_CUDA_CUDNN=0            never use cuDNN (it is opened at run time when present)
+//  CANDLE_CUDA_AUTO=1             let Device::auto_select pick CUDA (it passes CUDA over for now)
 #pragma once
 
 #include <cstddef>

@@ -82,6 +82,12 @@ StoragePtr CudaDevice::rand_normal(DType dtype, size_t n, double mean, double st
 
 std::shared_ptr<BackendDevice> open_device(size_t ordinal) {
   auto ctx = Context::open(ordinal);
+  // CANDLE_CUDA_TF32=1: f32 matmuls and convolutions on TF32 tensor cores, for programs that take
+  // no flag for it (candle-upscale, the training examples)
+  static std::once_flag tf32_once;
+  std::call_once(tf32_once, [] {
+    if (env_flag("CANDLE_CUDA_TF32")) cuda::set_gemm_reduced_precision_f32(true);
+  });
   {
     std::lock_guard lock(contexts_mu);
     contexts().push_back(ctx);
