@@ -84,6 +84,21 @@ class CudaStorage final : public BackendStorage {
   // matmul through cuBLAS (ops_matmul.cpp)
   StoragePtr matmul(const Layout& lhs_l, const BackendStorage& rhs, const Layout& rhs_l,
                     MatmulDims d) const override;
+  // conv (ops_conv.cpp: convolutions; ops_resize.cpp: pooling, resizing)
+  StoragePtr conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                    const ParamsConv1D& p) const override;
+  StoragePtr conv_transpose1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                              const ParamsConv1D& p) const override;
+  StoragePtr conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l, const ParamsConv2D& p,
+                    const ConvEpilogue& epilogue) const override;
+  StoragePtr conv_transpose2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                              const ParamsConv2D& p) const override;
+  StoragePtr avg_pool2d(const Layout& l, std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const override;
+  StoragePtr max_pool2d(const Layout& l, std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const override;
+  StoragePtr upsample_nearest1d(const Layout& l, size_t out_l) const override;
+  StoragePtr upsample_nearest2d(const Layout& l, size_t out_h, size_t out_w) const override;
+  StoragePtr upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w, bool align_corners,
+                                 std::optional<double> scale_h, std::optional<double> scale_w) const override;
 
  private:
   std::shared_ptr<CudaDevice> dev_;
