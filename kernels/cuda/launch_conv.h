@@ -65,4 +65,37 @@ cudaError_t upsample_nearest(size_t esize, const void* x, const int64_t* offs, v
 cudaError_t upsample_bilinear(Dt dt, const void* x, const int64_t* offs, const void* wts, void* out,
                               const PlaneArgs& p, cudaStream_t s);
 
+// ---- gradients (conv_grad.cu, pool_grad.cu) ----
+
+// Kernel gradients as a correlation: out[a, bl, ky, kx] (dense [groups * a_g, b_g, kh, kw]) =
+// sum over (image, py, px) of A[img, a, py, px] * B[img, (a / a_g) * b_g + bl, py * s_h - pad_h +
+// ky * d_h, px * s_w - pad_w + kx * d_w] (0 outside B). conv: A = grad_out, B = x; conv_transpose:
+// A = x, B = grad_out. One block per output element, a fixed-order tree reduction.
+struct CorrArgs {
+  int64_t b = 0, groups = 1, a_g = 0, b_g = 0;
+  int64_t ph = 0, pw = 0, bh = 0, bw = 0, kh = 0, kw = 0;
+  int64_t pad_h = 0, pad_w = 0, s_h = 1, s_w = 1, d_h = 1, d_w = 1;
+  int64_t asb = 0, asc = 0, ash = 0, asw = 0;
+  int64_t bsb = 0, bsc = 0, bsh = 0, bsw = 0;
+  bool wide = false;
+};
+cudaError_t conv_grad_kernel(Dt dt, const void* a, const void* b, void* out, const CorrArgs& c,
+                             cudaStream_t s);
+
+// out[ch] = the sum over images and positions of g (dense [b, c, r]); one block per channel.
+cudaError_t conv_bias_grad(Dt dt, const void* g, void* out, int64_t b, int64_t c, int64_t r, cudaStream_t s);
+
+// Pooling gradients, one thread per input element (p: the input planes and strides, oh/ow the
+// pooled size; g dense [b, c, oh, ow]; out dense [b, c, h, w]), adding the windows that cover
+// it in row-major order. max: a window's gradient goes to its first maximum (strict >, the
+// last NaN), found as the forward does; x read through p's strides.
+cudaError_t max_pool2d_grad(Dt dt, const void* x, const void* g, void* out, const PlaneArgs& p, int64_t kh,
+                            int64_t kw, int64_t s_h, int64_t s_w, cudaStream_t s);
+cudaError_t avg_pool2d_grad(Dt dt, const void* g, void* out, const PlaneArgs& p, int64_t kh, int64_t kw,
+                            int64_t s_h, int64_t s_w, cudaStream_t s);
+// Nearest gradients: ranges = {y0[h], y1[h], x0[w], x1[w]}, the output rows / columns [y0, y1) x
+// [x0, x1) that read input (y, x); g dense [b, c, oh, ow]; out dense [b, c, h, w].
+cudaError_t upsample_nearest_grad(Dt dt, const void* g, const int64_t* ranges, void* out, const PlaneArgs& p,
+                                  cudaStream_t s);
+
 }  // namespace candle::cuda_k

@@ -86,9 +86,11 @@ cudaError_t max_pool2d(Dt dt, const void* x, void* out, const PlaneArgs& p, int6
     auto px = static_cast<const S*>(x);
     auto po = static_cast<S*>(out);
     if (p.wide)
-      max_pool_k<S, uint64_t><<<grid_for(total), kBlock, 0, s>>>(px, po, p, kh, kw, s_h, s_w, uint64_t(total));
+      max_pool_k<S, uint64_t>
+          <<<grid_for(total), kBlock, 0, s>>>(px, po, p, kh, kw, s_h, s_w, uint64_t(total));
     else
-      max_pool_k<S, uint32_t><<<grid_for(total), kBlock, 0, s>>>(px, po, p, kh, kw, s_h, s_w, uint32_t(total));
+      max_pool_k<S, uint32_t>
+          <<<grid_for(total), kBlock, 0, s>>>(px, po, p, kh, kw, s_h, s_w, uint32_t(total));
     return cudaGetLastError();
   });
 }
@@ -101,9 +103,11 @@ cudaError_t avg_pool2d(Dt dt, const void* x, void* out, const PlaneArgs& p, int6
     auto px = static_cast<const S*>(x);
     auto po = static_cast<S*>(out);
     if (p.wide)
-      avg_pool_k<S, uint64_t><<<grid_for(total), kBlock, 0, s>>>(px, po, p, kh, kw, s_h, s_w, uint64_t(total));
+      avg_pool_k<S, uint64_t>
+          <<<grid_for(total), kBlock, 0, s>>>(px, po, p, kh, kw, s_h, s_w, uint64_t(total));
     else
-      avg_pool_k<S, uint32_t><<<grid_for(total), kBlock, 0, s>>>(px, po, p, kh, kw, s_h, s_w, uint32_t(total));
+      avg_pool_k<S, uint32_t>
+          <<<grid_for(total), kBlock, 0, s>>>(px, po, p, kh, kw, s_h, s_w, uint32_t(total));
     return cudaGetLastError();
   };
   switch (dt) {
