@@ -98,4 +98,11 @@ cudaError_t avg_pool2d_grad(Dt dt, const void* g, void* out, const PlaneArgs& p,
 cudaError_t upsample_nearest_grad(Dt dt, const void* g, const int64_t* ranges, void* out, const PlaneArgs& p,
                                   cudaStream_t s);
 
+// Bilinear gradients, one thread per input element, in the CPU's order of additions: tab holds
+// CSR lists {row_start[h + 1], row_entries, col_start[w + 1], col_entries} (starting at
+// tab[0], tab[rows_at], tab[cols_at], tab[cols_at + w + 1]), an entry (o << 1 | which) naming an
+// output row / column and which of its two taps reaches the element; wts as upsample_bilinear's.
+cudaError_t upsample_bilinear_grad(Dt dt, const void* g, const int64_t* tab, int64_t cols_at, const void* wts,
+                                   void* out, const PlaneArgs& p, cudaStream_t s);
+
 }  // namespace candle::cuda_k

@@ -6,6 +6,11 @@
 namespace candle::cuda_k {
 namespace {
 
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
 // The (plane, y, x) of input element i of planes h x w.
 struct Cell {
   int64_t plane, y, x;
@@ -92,6 +97,34 @@ __global__ void nearest_grad_k(const S* __restrict__ g, const int64_t* __restric
   }
 }
 
+template <typename S>
+__global__ void bilinear_grad_k(const S* __restrict__ g, const int64_t* __restrict__ tab, int64_t cols_at,
+                                const compute_t<S>* __restrict__ wts, S* __restrict__ out, PlaneArgs p,
+                                int64_t total) {
+  using C = compute_t<S>;
+  const int64_t rows_at = p.h + 1;
+  const int64_t* cs = tab + cols_at;
+  const int64_t ce_at = cols_at + p.w + 1;
+  const C* lh = wts;             // lh0[oh], lh1[oh]
+  const C* lw = wts + 2 * p.oh;  // lw0[ow], lw1[ow]
+  CANDLE_GRID_LOOP(int64_t, i, total) {
+    const Cell e = cell_of(i, p.h, p.w);
+    const S* gp = g + e.plane * p.oh * p.ow;
+    C acc = C(0);
+    for (int64_t r = tab[e.y]; r < tab[e.y + 1]; ++r) {
+      const int64_t ry = tab[rows_at + r], y = ry >> 1;
+      // the w-pass value of output row y at column e.x, in the CPU's order
+      C t = C(0);
+      for (int64_t q = cs[e.x]; q < cs[e.x + 1]; ++q) {
+        const int64_t cx = tab[ce_at + q], x = cx >> 1;
+        t = add_rn(t, mul_rn(lw[(cx & 1) * p.ow + x], load(gp[y * p.ow + x])));
+      }
+      acc = add_rn(acc, mul_rn(lh[(ry & 1) * p.oh + y], t));
+    }
+    out[i] = store<S>(acc);
+  }
+}
+
 template <typename Fn>
 cudaError_t with_float(Dt dt, Fn&& fn) {
   switch (dt) {
@@ -135,6 +168,18 @@ cudaError_t upsample_nearest_grad(Dt dt, const void* g, const int64_t* ranges, v
   return with_float(dt, [&]<typename S>() {
     nearest_grad_k<S>
         <<<grid_for(total), kBlock, 0, s>>>(static_cast<const S*>(g), ranges, static_cast<S*>(out), p, total);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t upsample_bilinear_grad(Dt dt, const void* g, const int64_t* tab, int64_t cols_at, const void* wts,
+                                   void* out, const PlaneArgs& p, cudaStream_t s) {
+  const int64_t total = p.b * p.c * p.h * p.w;
+  if (total == 0) return cudaSuccess;
+  return with_float(dt, [&]<typename S>() {
+    bilinear_grad_k<S><<<grid_for(total), kBlock, 0, s>>>(static_cast<const S*>(g), tab, cols_at,
+                                                          static_cast<const compute_t<S>*>(wts),
+                                                          static_cast<S*>(out), p, total);
     return cudaGetLastError();
   });
 }

@@ -298,9 +298,56 @@ StoragePtr CudaStorage::upsample_nearest2d_grad(const Layout& g_l, size_t in_h, 
 StoragePtr CudaStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w,
                                                  bool align_corners, std::optional<double> scale_h,
                                                  std::optional<double> scale_w) const {
-  // no kernel yet: a counted CPU round-trip
-  note_round_trip("upsample_bilinear2d_grad");
-  return BackendStorage::upsample_bilinear2d_grad(g_l, in_h, in_w, align_corners, scale_h, scale_w);
+  const char* op = "upsample_bilinear2d_grad";
+  const auto d4 = g_l.shape().dims4(op);
+  const size_t b = d4[0], c = d4[1], out_h = d4[2], out_w = d4[3];
+  if ((in_h == 0 || in_w == 0) && out_h * out_w != 0) internal(op, "empty input with a non-empty output");
+  check_in_bounds(*this, g_l, op);
+  if (!dtype_is_float(dtype_)) unsupported(dtype_, op);
+  if (in_h == out_h && in_w == out_w) {  // the forward is a copy
+    auto out = cdev().make(dtype_, g_l.elem_count());
+    if (out->elem_count()) copy_strided_src(*out, 0, g_l);
+    return out;
+  }
+  const size_t n = b * c * in_h * in_w;
+  auto out = cdev().make(dtype_, n);
+  if (n == 0) return out;
+  if (out_h * out_w == 0) {
+    out->const_set(Scalar(0.0), Layout::contiguous(Shape{n}));
+    return out;
+  }
+  const cpu::LinearTaps th = cpu::linear_taps(in_h, out_h, align_corners, scale_h);
+  const cpu::LinearTaps tw = cpu::linear_taps(in_w, out_w, align_corners, scale_w);
+  // per input index, the (output, tap) pairs that reach it, in the CPU's order: outputs
+  // ascending, tap 0 before tap 1
+  auto csr = [](const cpu::LinearTaps& t, size_t in, std::vector<int64_t>& tab) {
+    std::vector<std::vector<int64_t>> lists(in);
+    for (size_t o = 0; o < t.i0.size(); ++o) {
+      lists[t.i0[o]].push_back(i64(o) << 1);
+      lists[t.i1[o]].push_back(i64(o) << 1 | 1);
+    }
+    int64_t at = 0;
+    for (const auto& l : lists) {
+      tab.push_back(at);
+      at += i64(l.size());
+    }
+    tab.push_back(at);
+    for (const auto& l : lists) tab.insert(tab.end(), l.begin(), l.end());
+  };
+  std::vector<int64_t> tab;
+  csr(th, in_h, tab);
+  const auto cols_at = i64(tab.size());
+  csr(tw, in_w, tab);
+  auto ttab = upload_table(cdev(), DType::I64, tab);
+  CuStoragePtr wtab = dtype_ == DType::F64 ? upload_table(cdev(), DType::F64, weights_of<double>(th, tw))
+                                           : upload_table(cdev(), DType::F32, weights_of<float>(th, tw));
+  Dense gd = dense(*this, g_l);
+  cuda_k::PlaneArgs p;
+  p.b = i64(b), p.c = i64(c), p.h = i64(in_h), p.w = i64(in_w), p.oh = i64(out_h), p.ow = i64(out_w);
+  ctx().launched(cuda_k::upsample_bilinear_grad(dt_of(dtype_), gd.s->at(gd.first), ttab->ptr<int64_t>(),
+                                                cols_at, wtab->at(0), out->at(0), p, stream()),
+                 op);
+  return out;
 }
 
 }  // namespace candle::cuda_backend
