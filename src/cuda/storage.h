@@ -98,6 +98,49 @@ class CudaStorage final : public BackendStorage {
   bool adamw_step_set(const Layout& l, BackendStorage& m, const Layout& m_l, BackendStorage& v,
                       const Layout& v_l, const BackendStorage& g, const Layout& g_l,
                       const AdamWStep& c) override;
+  // conv (ops_conv.cpp: convolutions; ops_resize.cpp: pooling, resizing)
+  StoragePtr conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                    const ParamsConv1D& p) const override;
+  StoragePtr conv_transpose1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                              const ParamsConv1D& p) const override;
+  StoragePtr conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                    const ParamsConv2D& p, const ConvEpilogue& epilogue) const override;
+  StoragePtr conv_transpose2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
+                              const ParamsConv2D& p) const override;
+  StoragePtr avg_pool2d(const Layout& l, std::array<size_t, 2> kernel,
+                        std::array<size_t, 2> stride) const override;
+  StoragePtr max_pool2d(const Layout& l, std::array<size_t, 2> kernel,
+                        std::array<size_t, 2> stride) const override;
+  StoragePtr upsample_nearest1d(const Layout& l, size_t out_l) const override;
+  StoragePtr upsample_nearest2d(const Layout& l, size_t out_h, size_t out_w) const override;
+  StoragePtr upsample_bilinear2d(const Layout& l, size_t out_h, size_t out_w, bool align_corners,
+                                 std::optional<double> scale_h, std::optional<double> scale_w) const override;
+  StoragePtr conv1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                                const ParamsConv1D& p) const override;
+  StoragePtr conv2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                                const ParamsConv2D& p) const override;
+  StoragePtr conv1d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                               const ParamsConv1D& p) const override;
+  StoragePtr conv2d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                               const ParamsConv2D& p) const override;
+  StoragePtr conv_transpose1d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                          const Layout& g_l, const ParamsConv1D& p) const override;
+  StoragePtr conv_transpose2d_grad_kernel(const Layout& x_l, const BackendStorage& grad_out,
+                                          const Layout& g_l, const ParamsConv2D& p) const override;
+  StoragePtr conv_transpose1d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                                         const ParamsConv1D& p) const override;
+  StoragePtr conv_transpose2d_grad_input(const Layout& g_l, const BackendStorage& kernel, const Layout& k_l,
+                                         const ParamsConv2D& p) const override;
+  StoragePtr conv_bias_grad(const Layout& g_l) const override;
+  StoragePtr max_pool2d_grad(const Layout& x_l, const BackendStorage& grad_out, const Layout& g_l,
+                             std::array<size_t, 2> kernel, std::array<size_t, 2> stride) const override;
+  StoragePtr avg_pool2d_grad(const Layout& g_l, size_t in_h, size_t in_w, std::array<size_t, 2> kernel,
+                             std::array<size_t, 2> stride) const override;
+  StoragePtr upsample_nearest1d_grad(const Layout& g_l, size_t in_l) const override;
+  StoragePtr upsample_nearest2d_grad(const Layout& g_l, size_t in_h, size_t in_w) const override;
+  StoragePtr upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w, bool align_corners,
+                                      std::optional<double> scale_h,
+                                      std::optional<double> scale_w) const override;
 
  private:
   std::shared_ptr<CudaDevice> dev_;
