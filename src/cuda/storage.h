@@ -98,6 +98,20 @@ class CudaStorage final : public BackendStorage {
   bool adamw_step_set(const Layout& l, BackendStorage& m, const Layout& m_l, BackendStorage& v,
                       const Layout& v_l, const BackendStorage& g, const Layout& g_l,
                       const AdamWStep& c) override;
+  // reductions, scans, sorting and indexing (ops_reduce.cpp, ops_index.cpp)
+  StoragePtr reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const override;
+  StoragePtr cumsum(const Layout& l, size_t dim) const override;
+  StoragePtr arg_sort_last_dim(const Layout& l, bool ascending) const override;
+  StoragePtr index_select(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                          size_t dim) const override;
+  StoragePtr gather(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                    size_t dim) const override;
+  StoragePtr index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                       const BackendStorage& src, const Layout& src_l, size_t dim) const override;
+  void scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l, const BackendStorage& src,
+                   const Layout& src_l, size_t dim) override;
+  void scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                       const BackendStorage& src, const Layout& src_l, size_t dim) override;
 
  private:
   std::shared_ptr<CudaDevice> dev_;
