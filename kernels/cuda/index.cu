@@ -68,32 +68,38 @@ __global__ void report_k(Dt idt, const void* __restrict__ ids, uint32_t tag, uin
   __threadfence_system();
 }
 
-template <typename E>
+// Index arithmetic in I: uint32_t when the source and output fit, else int64_t.
+template <typename I, typename E>
 __global__ void index_select_k(const E* __restrict__ src, Dt idt, const void* __restrict__ ids,
-                               E* __restrict__ out, int64_t left, int64_t src_dim, int64_t n, int64_t right,
+                               E* __restrict__ out, I left, I src_dim, I n, I right,
                                const unsigned long long* __restrict__ bad) {
   if (*bad) return;
-  CANDLE_GRID_LOOP(int64_t, i, left * n * right) {
-    const int64_t t = i / right, r = i - t * right;
-    const int64_t l = t / n, k = t - l * n;
+  CANDLE_GRID_LOOP(I, i, left * n * right) {
+    const I t = i / right, r = i - t * right;
+    const I l = t / n, k = t - l * n;
     bool skip = false;
-    const int64_t id = load_id(ids, idt, k, skip);
+    const I id = static_cast<I>(load_id(ids, idt, k, skip));
     out[i] = skip ? E(0) : src[(l * src_dim + id) * right + r];
   }
 }
 
-template <typename E>
+template <typename I, typename E>
 __global__ void gather_k(const E* __restrict__ src, Dt idt, const void* __restrict__ ids, E* __restrict__ out,
-                         int64_t left, int64_t src_dim, int64_t n, int64_t right,
-                         const unsigned long long* __restrict__ bad) {
+                         I left, I src_dim, I n, I right, const unsigned long long* __restrict__ bad) {
   if (*bad) return;
-  CANDLE_GRID_LOOP(int64_t, i, left * n * right) {
-    const int64_t t = i / right, r = i - t * right;
-    const int64_t l = t / n;
+  CANDLE_GRID_LOOP(I, i, left * n * right) {
+    const I t = i / right, r = i - t * right;
+    const I l = t / n;
     bool skip = false;
-    const int64_t id = load_id(ids, idt, i, skip);
+    const I id = static_cast<I>(load_id(ids, idt, i, skip));
     out[i] = skip ? E(0) : src[(l * src_dim + id) * right + r];
   }
+}
+
+// Whether every index of a [left, src_dim, right] source and a [left, n, right] output fits u32 math.
+inline bool fits_u32(int64_t left, int64_t src_dim, int64_t n, int64_t right) {
+  const int64_t m = src_dim > n ? src_dim : n;
+  return left * m * right < int64_t(INT32_MAX);  // (a grid-stride step past the end still fits)
 }
 
 template <typename S>
@@ -147,8 +153,15 @@ cudaError_t index_select(size_t esize, Dt idt, const void* src, const void* ids,
   const int64_t total = left * n * right;
   if (total == 0) return cudaSuccess;
   return with_esize(esize, [&]<typename E>() {
-    index_select_k<E><<<grid_for(total), kBlock, 0, s>>>(static_cast<const E*>(src), idt, ids,
-                                                         static_cast<E*>(out), left, src_dim, n, right, bad);
+    auto ps = static_cast<const E*>(src);
+    auto po = static_cast<E*>(out);
+    if (fits_u32(left, src_dim, n, right))
+      index_select_k<uint32_t, E><<<grid_for(total), kBlock, 0, s>>>(
+          ps, idt, ids, po, static_cast<uint32_t>(left), static_cast<uint32_t>(src_dim),
+          static_cast<uint32_t>(n), static_cast<uint32_t>(right), bad);
+    else
+      index_select_k<int64_t, E>
+          <<<grid_for(total), kBlock, 0, s>>>(ps, idt, ids, po, left, src_dim, n, right, bad);
     return cudaGetLastError();
   });
 }
@@ -158,8 +171,14 @@ cudaError_t gather(size_t esize, Dt idt, const void* src, const void* ids, void*
   const int64_t total = left * n * right;
   if (total == 0) return cudaSuccess;
   return with_esize(esize, [&]<typename E>() {
-    gather_k<E><<<grid_for(total), kBlock, 0, s>>>(static_cast<const E*>(src), idt, ids, static_cast<E*>(out),
-                                                   left, src_dim, n, right, bad);
+    auto ps = static_cast<const E*>(src);
+    auto po = static_cast<E*>(out);
+    if (fits_u32(left, src_dim, n, right))
+      gather_k<uint32_t, E><<<grid_for(total), kBlock, 0, s>>>(
+          ps, idt, ids, po, static_cast<uint32_t>(left), static_cast<uint32_t>(src_dim),
+          static_cast<uint32_t>(n), static_cast<uint32_t>(right), bad);
+    else
+      gather_k<int64_t, E><<<grid_for(total), kBlock, 0, s>>>(ps, idt, ids, po, left, src_dim, n, right, bad);
     return cudaGetLastError();
   });
 }

@@ -9,7 +9,7 @@
 //    contiguous (sum over dim 0 of [4096, 4096]): consecutive threads take consecutive outputs,
 //    so every step of their loops reads one coalesced row. Few outputs: R is cut into chunks.
 //    Also for short rows (R <= 16).
-//  - G = 32: rows up to 4096 elements, one warp each.
+//  - G = 32: rows up to 1024 elements, one warp each.
 //  - G = 256: longer rows; few outputs (sum of everything) are cut into chunks so that the
 //    whole GPU works.
 #pragma once
@@ -149,7 +149,7 @@ inline Plan plan(const ReduceArgs& a, int sm_count) {
     const int64_t target = sms * 2048;  // threads
     if (column && a.n_out < target && a.R >= 128)
       p.chunks = std::min(ceil_div(target, a.n_out), ceil_div(a.R, 64));
-  } else if (a.R <= 4096) {
+  } else if (a.R <= 1024) {
     p.G = 32;
   } else {
     p.G = 256;
