@@ -141,6 +141,20 @@ class CudaStorage final : public BackendStorage {
   StoragePtr upsample_bilinear2d_grad(const Layout& g_l, size_t in_h, size_t in_w, bool align_corners,
                                       std::optional<double> scale_h,
                                       std::optional<double> scale_w) const override;
+  // reductions, scans, sorting and indexing (ops_reduce.cpp, ops_index.cpp)
+  StoragePtr reduce(ReduceOp op, const Layout& l, const std::vector<size_t>& dims) const override;
+  StoragePtr cumsum(const Layout& l, size_t dim) const override;
+  StoragePtr arg_sort_last_dim(const Layout& l, bool ascending) const override;
+  StoragePtr index_select(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                          size_t dim) const override;
+  StoragePtr gather(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                    size_t dim) const override;
+  StoragePtr index_add(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                       const BackendStorage& src, const Layout& src_l, size_t dim) const override;
+  void scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l, const BackendStorage& src,
+                   const Layout& src_l, size_t dim) override;
+  void scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                       const BackendStorage& src, const Layout& src_l, size_t dim) override;
 
  private:
   std::shared_ptr<CudaDevice> dev_;

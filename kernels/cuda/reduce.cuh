@@ -1,0 +1,280 @@
+// The reduction kernels, shared by reduce_sum.cu / reduce_minmax.cu / reduce_arg.cu.
+//
+// Work items are (output o, chunk c) pairs: chunk c of output o folds the reduced positions
+// [c * chunk_len, (c + 1) * chunk_len). A group of G threads (1, a warp or a block) takes one
+// item: its lanes stride over the chunk, then combine in a fixed tree. With one chunk the
+// group writes the output; else it writes a partial and finish_k merges each output's
+// partials (in a fixed tree too), so the bytes never depend on timing.
+//  - G = 1 ("column" walk): the innermost reduced dim is strided but the last kept dim is
+//    contiguous (sum over dim 0 of [4096, 4096]): consecutive threads take consecutive outputs,
+//    so every step of their loops reads one coalesced row. Few outputs: R is cut into chunks.
+//    Also for short rows (R <= 16).
+//  - G = 32: rows up to 1024 elements, one warp each.
+//  - G = 256: longer rows; few outputs (sum of everything) are cut into chunks so that the
+//    whole GPU works.
+#pragma once
+
+#include <algorithm>
+#include <limits>
+
+#include "common.cuh"
+#include "launch_reduce.h"
+
+namespace candle::cuda_k::red {
+
+template <typename V>
+__device__ __forceinline__ bool is_nan(V v) {
+  if constexpr (std::is_floating_point_v<V>)
+    return v != v;
+  else
+    return false;
+}
+
+// Shuffles a value of up to 8 bytes down the warp.
+template <typename X>
+__device__ __forceinline__ X shfl_down(X v, int d) {
+  static_assert(sizeof(X) <= 8);
+  unsigned long long u = 0;
+  memcpy(&u, &v, sizeof(X));
+  u = __shfl_down_sync(0xffffffffu, u, d);
+  X r;
+  memcpy(&r, &u, sizeof(X));
+  return r;
+}
+
+// ---- reducers: P is a partial, elem() makes one from an element at reduced index r,
+// combine() merges two (the left one covering earlier positions), finish() gives the output ----
+
+template <typename S>
+struct SumAcc {
+  using type =
+      std::conditional_t<std::is_same_v<compute_t<S>, float> && !std::is_same_v<S, float>, float, double>;
+};
+
+template <typename S>
+struct SumR {
+  using T = S;
+  static constexpr bool kInt = is_int_v<S>;
+  using P = std::conditional_t<kInt, unsigned long long, typename SumAcc<S>::type>;
+  using Out = S;
+  __device__ static P init() { return P(0); }
+  __device__ static P elem(S v, int64_t) {
+    if constexpr (kInt)
+      return static_cast<P>(static_cast<long long>(v));  // wraps modulo 2^64: exact modulo the dtype
+    else
+      return static_cast<P>(load(v));
+  }
+  __device__ static P combine(P a, P b) { return a + b; }
+  __device__ static P shfl(P p, int d) { return shfl_down(p, d); }
+  __device__ static Out finish(P p) {
+    if constexpr (kInt)
+      return static_cast<S>(p);
+    else
+      return store<S>(p);
+  }
+};
+
+template <typename V, bool IsMax>
+__device__ __forceinline__ V identity() {
+  if constexpr (std::is_floating_point_v<V>)
+    return IsMax ? -std::numeric_limits<V>::infinity() : std::numeric_limits<V>::infinity();
+  else
+    return IsMax ? std::numeric_limits<V>::lowest() : std::numeric_limits<V>::max();
+}
+
+template <typename S, bool IsMax>
+struct MinMaxR {
+  using T = S;
+  using P = compute_t<S>;
+  using Out = S;
+  __device__ static P init() { return identity<P, IsMax>(); }
+  __device__ static P elem(S v, int64_t) { return load(v); }
+  // a NaN wins (the first one met, so its bits are an input's)
+  __device__ static P combine(P a, P b) {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    return (IsMax ? b > a : b < a) ? b : a;
+  }
+  __device__ static P shfl(P p, int d) { return shfl_down(p, d); }
+  __device__ static Out finish(P p) { return store<S>(p); }
+};
+
+template <typename V>
+struct ArgP {
+  V v;
+  uint32_t i;
+};
+
+// The best value, the lowest index among equals; any NaN beats a number (lowest index among
+// NaNs): a total order, so the tree's shape does not matter.
+template <typename S, bool IsMax>
+struct ArgR {
+  using T = S;
+  using V = compute_t<S>;
+  using P = ArgP<V>;
+  using Out = uint32_t;
+  __device__ static P init() { return P{identity<V, IsMax>(), 0xffffffffu}; }
+  __device__ static P elem(S v, int64_t r) { return P{load(v), static_cast<uint32_t>(r)}; }
+  __device__ static P combine(P a, P b) {
+    const bool an = is_nan(a.v), bn = is_nan(b.v);
+    if (an || bn) {
+      if (an && bn) return b.i < a.i ? b : a;
+      return an ? a : b;
+    }
+    if (IsMax ? b.v > a.v : b.v < a.v) return b;
+    if (a.v == b.v && b.i < a.i) return b;
+    return a;
+  }
+  __device__ static P shfl(P p, int d) { return P{shfl_down(p.v, d), __shfl_down_sync(0xffffffffu, p.i, d)}; }
+  __device__ static Out finish(P p) { return p.i; }
+};
+
+// ---- the plan ----
+
+struct Plan {
+  int G = 1;
+  int64_t chunks = 1, chunk_len = 0;
+  unsigned blocks = 1;
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline Plan plan(const ReduceArgs& a, int sm_count) {
+  Plan p;
+  const int64_t sms = sm_count > 0 ? sm_count : 1;
+  const bool column = a.red.rank > 0 && a.red.stride[a.red.rank - 1] != 1 && a.kept.rank > 0 &&
+                      a.kept.stride[a.kept.rank - 1] == 1 && a.kept.size[a.kept.rank - 1] >= 8;
+  if (column || a.R <= 16) {
+    p.G = 1;
+    const int64_t target = sms * 2048;  // threads
+    if (column && a.n_out < target && a.R >= 128)
+      p.chunks = std::min(ceil_div(target, a.n_out), ceil_div(a.R, 64));
+  } else if (a.R <= 1024) {
+    p.G = 32;
+  } else {
+    p.G = 256;
+    const int64_t target = sms * 8;  // blocks
+    if (a.n_out < target)
+      p.chunks = std::min<int64_t>(std::min(ceil_div(target, a.n_out), ceil_div(a.R, 8192)), 8192);
+  }
+  if (p.chunks < 1) p.chunks = 1;
+  p.chunk_len = ceil_div(a.R, p.chunks);
+  p.chunks = ceil_div(a.R, p.chunk_len);
+  const int64_t items = a.n_out * p.chunks;
+  const int64_t per_block = kBlock / p.G;
+  int64_t blocks = ceil_div(items, per_block);
+  if (blocks > 65535LL * 32) blocks = 65535LL * 32;
+  p.blocks = static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+  return p;
+}
+
+constexpr size_t kMaxPartialBytes = 16;
+
+// ---- kernels ----
+
+__device__ __forceinline__ int64_t offset_of(int64_t i, const RedDims& d) {
+  if (d.rank == 1) return i * d.stride[0];
+  int64_t off = 0;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    const int64_t q = i / d.size[k];
+    off += (i - q * d.size[k]) * d.stride[k];
+    i = q;
+  }
+  return off;
+}
+
+template <typename Red, int G>
+__global__ void __launch_bounds__(kBlock)
+    reduce_k(const typename Red::T* __restrict__ x, ReduceArgs a, int64_t chunks, int64_t chunk_len,
+             typename Red::P* __restrict__ part, typename Red::Out* __restrict__ out) {
+  using P = typename Red::P;
+  constexpr int kGroups = kBlock / G;
+  constexpr int kWarps = G / 32;
+  __shared__ P warp_part[kWarps > 1 ? kWarps : 1];
+  const int64_t items = a.n_out * chunks;
+  const int lane = static_cast<int>(threadIdx.x) % G;
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / G; w < items;
+       w += static_cast<int64_t>(gridDim.x) * kGroups) {
+    const int64_t o = w % a.n_out, c = w / a.n_out;
+    const typename Red::T* xo = x + offset_of(o, a.kept);
+    const int64_t r0 = c * chunk_len, r1 = a.R < r0 + chunk_len ? a.R : r0 + chunk_len;
+    P p = Red::init();
+    for (int64_t r = r0 + lane; r < r1; r += G) p = Red::combine(p, Red::elem(xo[offset_of(r, a.red)], r));
+    if constexpr (G >= 32) {
+#pragma unroll
+      for (int d = 16; d > 0; d /= 2) {
+        P q = Red::shfl(p, d);
+        p = Red::combine(p, q);
+      }
+    }
+    if constexpr (kWarps > 1) {
+      if (lane % 32 == 0) warp_part[lane / 32] = p;
+      __syncthreads();
+      if (lane == 0) {
+#pragma unroll
+        for (int k = 1; k < kWarps; ++k) p = Red::combine(p, warp_part[k]);
+      }
+      __syncthreads();
+    }
+    if (lane == 0) {
+      if (chunks == 1)
+        out[o] = Red::finish(p);
+      else
+        part[o * chunks + c] = p;
+    }
+  }
+}
+
+// One warp per output: merges its partials (in chunk order per lane, then a fixed tree).
+template <typename Red>
+__global__ void __launch_bounds__(kBlock) finish_k(const typename Red::P* __restrict__ part, int64_t n_out,
+                                                   int64_t chunks, typename Red::Out* __restrict__ out) {
+  using P = typename Red::P;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * (kBlock / 32) + threadIdx.x / 32; o < n_out;
+       o += static_cast<int64_t>(gridDim.x) * (kBlock / 32)) {
+    P p = Red::init();
+    for (int64_t c = lane; c < chunks; c += 32) p = Red::combine(p, part[o * chunks + c]);
+#pragma unroll
+    for (int d = 16; d > 0; d /= 2) {
+      P q = Red::shfl(p, d);
+      p = Red::combine(p, q);
+    }
+    if (lane == 0) out[o] = Red::finish(p);
+  }
+}
+
+template <typename Red>
+cudaError_t run(const void* x, const ReduceArgs& a, void* out, int sm_count, void* scratch, cudaStream_t s) {
+  static_assert(sizeof(typename Red::P) <= kMaxPartialBytes);
+  using T = typename Red::T;
+  using P = typename Red::P;
+  using Out = typename Red::Out;
+  const Plan p = plan(a, sm_count);
+  auto px = static_cast<const T*>(x);
+  auto po = static_cast<Out*>(out);
+  auto part = static_cast<P*>(scratch);
+  switch (p.G) {
+    case 1: reduce_k<Red, 1><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
+    case 32: reduce_k<Red, 32><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
+    default: reduce_k<Red, 256><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
+  }
+  if (p.chunks > 1) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    int64_t blocks = ceil_div(a.n_out, kBlock / 32);
+    if (blocks > 65535LL * 32) blocks = 65535LL * 32;
+    finish_k<Red><<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(part, a.n_out, p.chunks, po);
+  }
+  return cudaGetLastError();
+}
+
+// Per-family launchers (reduce_sum.cu, reduce_minmax.cu, reduce_arg.cu).
+cudaError_t reduce_sum(Dt dt, const void* x, const ReduceArgs& a, void* out, int sm_count, void* scratch,
+                       cudaStream_t s);
+cudaError_t reduce_minmax(bool is_max, Dt dt, const void* x, const ReduceArgs& a, void* out, int sm_count,
+                          void* scratch, cudaStream_t s);
+cudaError_t reduce_arg(bool is_max, Dt dt, const void* x, const ReduceArgs& a, void* out, int sm_count,
+                       void* scratch, cudaStream_t s);
+
+}  // namespace candle::cuda_k::red

@@ -1,0 +1,14 @@
+// Min and max (reduce.cuh).
+#include "reduce.cuh"
+
+namespace candle::cuda_k::red {
+
+cudaError_t reduce_minmax(bool is_max, Dt dt, const void* x, const ReduceArgs& a, void* out, int sm_count,
+                          void* scratch, cudaStream_t s) {
+  return with_dtype(dt, [&]<typename S>() {
+    return is_max ? run<MinMaxR<S, true>>(x, a, out, sm_count, scratch, s)
+                  : run<MinMaxR<S, false>>(x, a, out, sm_count, scratch, s);
+  });
+}
+
+}  // namespace candle::cuda_k::red

@@ -1,0 +1,218 @@
+// index_select, gather, index_add, scatter_set, scatter_add_set (kernels/cuda/index.cu). The
+// checks and their messages are the CPU's (src/cpu/index.cpp); an out-of-range id is found by
+// a check kernel before the op runs (nothing is written then) and thrown at the next
+// synchronisation or download, by Context::throw_fault.
+#include <optional>
+
+#include "launch_reduce.h"
+#include "storage.h"
+
+namespace candle::cuda_backend {
+namespace {
+
+struct Split {
+  size_t left = 1, dim = 1, right = 1;
+};
+
+Split split_at(const Shape& shape, size_t dim) {
+  Split s;
+  for (size_t i = 0; i < shape.rank(); ++i) {
+    if (i < dim)
+      s.left *= shape[i];
+    else if (i == dim)
+      s.dim = shape[i];
+    else
+      s.right *= shape[i];
+  }
+  return s;
+}
+
+bool same_dims_except(const Shape& a, const Shape& b, size_t dim) {
+  if (a.rank() != b.rank()) return false;
+  for (size_t i = 0; i < a.rank(); ++i) {
+    if (i != dim && a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+void internal_check(bool ok, const char* op, const std::string& what) {
+  if (!ok) throw Error(ErrorKind::Internal, std::string(op) + ": " + what);
+}
+
+void check_index_dtype(DType dt, const char* op) {
+  switch (dt) {
+    case DType::U8:
+    case DType::U32:
+    case DType::I16:
+    case DType::I32:
+    case DType::I64: return;
+    default:
+      throw Error(ErrorKind::DTypeMismatch, std::string("unexpected dtype in ") + op +
+                                                ": indices must be an integer dtype, got " +
+                                                std::string(dtype_name(dt)));
+  }
+}
+
+void check_layout(const CudaStorage& s, const Layout& l, const char* op) {
+  internal_check(l.elem_count() == 0 || l.max_offset_exclusive() <= s.elem_count(), op,
+                 "layout out of the storage's bounds");
+}
+
+// The elements of (s, l) contiguously, copied when `force_copy` (an operand sharing the
+// destination's memory) or when l is strided.
+Dense dense_input(const CudaStorage& s, const Layout& l, const char* op, bool force_copy = false) {
+  check_layout(s, l, op);
+  if (!force_copy || l.elem_count() == 0) return dense(s, l);
+  auto out = s.cdev().make(s.dtype(), l.elem_count());
+  s.copy_strided_src(*out, 0, l);
+  return {out.get(), 0, out};
+}
+
+// Runs the ids check of `op` (n ids against [0, limit)); the op's kernel then takes `bad`.
+struct IdsChecked {
+  CuStoragePtr bad;  // one 8-byte word
+  const unsigned long long* word() const { return bad->ptr<unsigned long long>(); }
+};
+
+IdsChecked check_ids(const CudaStorage& self, const Dense& ids, DType idt, size_t n, size_t limit,
+                     const char* op, size_t dim, const Shape& shape) {
+  IdsChecked c{self.cdev().make(DType::I64, 1)};
+  auto chk = self.ctx().register_id_check(op, dim, limit, shape.to_string());
+  self.ctx().launched(cuda_k::check_ids(dt_of(idt), ids.s->at(ids.first), static_cast<int64_t>(n),
+                                        static_cast<int64_t>(limit), chk.tag, chk.fault,
+                                        c.bad->ptr<unsigned long long>(), self.stream()),
+                      op);
+  return c;
+}
+
+}  // namespace
+
+StoragePtr CudaStorage::index_select(const Layout& l, const BackendStorage& ids_b, const Layout& ids_l,
+                                     size_t dim) const {
+  const char* op = "index_select";
+  const CudaStorage& ids = as_cuda(ids_b, op);
+  internal_check(dim < l.shape().rank(), op, "dim out of range");
+  internal_check(ids_l.shape().rank() == 1, op, "ids must be 1-D, got " + ids_l.shape().to_string());
+  check_index_dtype(ids.dtype(), op);
+  const size_t n = ids_l.shape()[0];
+  const Split sp = split_at(l.shape(), dim);
+  auto out = cdev().make(dtype_, sp.left * n * sp.right);
+  if (n == 0) return out;
+  const Dense id = dense_input(ids, ids_l, op);
+  IdsChecked c = check_ids(*this, id, ids.dtype(), n, sp.dim, op, dim, l.shape());
+  if (out->elem_count() == 0) return out;
+  const Dense src = dense_input(*this, l, op);
+  ctx().launched(
+      cuda_k::index_select(dtype_size(dtype_), dt_of(ids.dtype()), src.s->at(src.first), id.s->at(id.first),
+                           out->at(0), static_cast<int64_t>(sp.left), static_cast<int64_t>(sp.dim),
+                           static_cast<int64_t>(n), static_cast<int64_t>(sp.right), c.word(), stream()),
+      op);
+  return out;
+}
+
+StoragePtr CudaStorage::gather(const Layout& l, const BackendStorage& ids_b, const Layout& ids_l,
+                               size_t dim) const {
+  const char* op = "gather";
+  const CudaStorage& ids = as_cuda(ids_b, op);
+  internal_check(dim < l.shape().rank(), op, "dim out of range");
+  internal_check(
+      same_dims_except(l.shape(), ids_l.shape(), dim), op,
+      "shapes do not match, self: " + l.shape().to_string() + ", ids: " + ids_l.shape().to_string());
+  const size_t count = ids_l.elem_count();
+  auto out = cdev().make(dtype_, count);
+  if (count == 0) return out;
+  check_index_dtype(ids.dtype(), op);
+  const Split sp = split_at(l.shape(), dim);
+  const size_t n = ids_l.shape()[dim];
+  const Dense id = dense_input(ids, ids_l, op);
+  IdsChecked c = check_ids(*this, id, ids.dtype(), count, sp.dim, op, dim, l.shape());
+  const Dense src = dense_input(*this, l, op);
+  ctx().launched(
+      cuda_k::gather(dtype_size(dtype_), dt_of(ids.dtype()), src.s->at(src.first), id.s->at(id.first),
+                     out->at(0), static_cast<int64_t>(sp.left), static_cast<int64_t>(sp.dim),
+                     static_cast<int64_t>(n), static_cast<int64_t>(sp.right), c.word(), stream()),
+      op);
+  return out;
+}
+
+StoragePtr CudaStorage::index_add(const Layout& l, const BackendStorage& ids_b, const Layout& ids_l,
+                                  const BackendStorage& src_b, const Layout& src_l, size_t dim) const {
+  const char* op = "index_add";
+  const CudaStorage& ids = as_cuda(ids_b, op);
+  const CudaStorage& src = as_cuda(src_b, op);
+  internal_check(dim < l.shape().rank(), op, "dim out of range");
+  internal_check(src.dtype() == dtype_, op, "source dtype differs from self's");
+  internal_check(ids_l.shape().rank() == 1 && same_dims_except(l.shape(), src_l.shape(), dim) &&
+                     src_l.shape()[dim] == ids_l.shape()[0],
+                 op,
+                 "shapes do not match, self: " + l.shape().to_string() +
+                     ", ids: " + ids_l.shape().to_string() + ", src: " + src_l.shape().to_string());
+  check_index_dtype(ids.dtype(), op);
+  const size_t n = ids_l.shape()[0];
+  const Split sp = split_at(l.shape(), dim);
+  auto out = cdev().make(dtype_, l.elem_count());
+  std::optional<IdsChecked> c;
+  Dense id{nullptr, 0, nullptr};
+  if (n > 0) {
+    id = dense_input(ids, ids_l, op);
+    c = check_ids(*this, id, ids.dtype(), n, sp.dim, op, dim, l.shape());
+  }
+  if (out->elem_count() == 0) return out;
+  check_layout(*this, l, op);
+  copy_strided_src(*out, 0, l);
+  if (src_l.elem_count() == 0) return out;
+  const Dense s = dense_input(src, src_l, op);
+  ctx().launched(
+      cuda_k::scatter(true, false, dt_of(dtype_), dt_of(ids.dtype()), out->at(0), s.s->at(s.first),
+                      id.s->at(id.first), static_cast<int64_t>(sp.left), static_cast<int64_t>(sp.dim),
+                      static_cast<int64_t>(n), static_cast<int64_t>(sp.right), c->word(), stream()),
+      op);
+  return out;
+}
+
+namespace {
+
+void scatter_in_place(CudaStorage& self, bool add, const Layout& l, const BackendStorage& ids_b,
+                      const Layout& ids_l, const BackendStorage& src_b, const Layout& src_l, size_t dim,
+                      const char* op) {
+  const CudaStorage& ids = as_cuda(ids_b, op);
+  const CudaStorage& src = as_cuda(src_b, op);
+  internal_check(dim < l.shape().rank(), op, "dim out of range");
+  internal_check(src.dtype() == self.dtype(), op, "source dtype differs from the destination's");
+  internal_check(same_dims_except(l.shape(), src_l.shape(), dim) && ids_l.shape() == src_l.shape(), op,
+                 "shapes do not match, dst: " + l.shape().to_string() +
+                     ", ids: " + ids_l.shape().to_string() + ", src: " + src_l.shape().to_string());
+  if (!l.is_contiguous())
+    throw Error(ErrorKind::InvalidArgument,
+                std::string(op) + " requires a contiguous destination, got shape " + l.shape().to_string());
+  check_layout(self, l, op);
+  const size_t n_src = src_l.elem_count();
+  if (n_src == 0) return;
+  check_index_dtype(ids.dtype(), op);
+  // ids and src are read while self is written: copied when they share its memory
+  const Dense id = dense_input(ids, ids_l, op, ids.shares_memory_with(self));
+  const Dense s = dense_input(src, src_l, op, src.shares_memory_with(self));
+  const Split sp = split_at(l.shape(), dim);
+  const size_t n = src_l.shape()[dim];
+  IdsChecked c = check_ids(self, id, ids.dtype(), n_src, sp.dim, op, dim, l.shape());
+  self.ctx().launched(
+      cuda_k::scatter(add, true, dt_of(self.dtype()), dt_of(ids.dtype()), self.at(l.start_offset()),
+                      s.s->at(s.first), id.s->at(id.first), static_cast<int64_t>(sp.left),
+                      static_cast<int64_t>(sp.dim), static_cast<int64_t>(n), static_cast<int64_t>(sp.right),
+                      c.word(), self.stream()),
+      op);
+}
+
+}  // namespace
+
+void CudaStorage::scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                              const BackendStorage& src, const Layout& src_l, size_t dim) {
+  scatter_in_place(*this, false, l, ids, ids_l, src, src_l, dim, "scatter");
+}
+
+void CudaStorage::scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
+                                  const BackendStorage& src, const Layout& src_l, size_t dim) {
+  scatter_in_place(*this, true, l, ids, ids_l, src, src_l, dim, "scatter_add");
+}
+
+}  // namespace candle::cuda_backend
