@@ -62,11 +62,22 @@ int main(int argc, char** argv) {
   try {
     Device dev = Device::from_name(dev_name);
     std::printf("# device %s (%s)\n", dev.to_string().c_str(), dev.backend().name().c_str());
+#if CANDLE_GPU_OPS_SPEED_CUDA
+    cuda::Stats last = cuda::stats();
+#endif
     auto want = [&](const std::string& n) { return only.empty() || n.find(only) != std::string::npos; };
     auto report_bw = [&](const char* name, DType dt, const std::vector<size_t>& shape, double ms,
                          double bytes) {
-      std::printf("%-22s %-5s %-16s %9.4f ms %8.1f GB/s\n", name, std::string(dtype_name(dt)).c_str(),
+      std::printf("%-22s %-5s %-16s %9.4f ms %8.1f GB/s", name, std::string(dtype_name(dt)).c_str(),
                   shape_str(shape).c_str(), ms, bytes / ms / 1e6);
+#if CANDLE_GPU_OPS_SPEED_CUDA
+      // launches and cache misses per call of the last timed case (1 + 5 x 20 calls, and the case's setup)
+      auto st = cuda::stats();
+      std::printf("  [%.1f launches, %.1f allocs, %zu round-trips]", (st.launches - last.launches) / 101.0,
+                  (st.allocations - last.allocations) / 101.0, st.round_trips.size());
+      last = st;
+#endif
+      std::printf("\n");
       std::fflush(stdout);
     };
     const std::vector<size_t> big = {8192, 8192};  // 64 M elements

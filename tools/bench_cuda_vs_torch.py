@@ -79,7 +79,7 @@ def main():
             continue
         p = line.split()
         name, dt, shape, ms = p[0], p[1], p[2], float(p[3])
-        rate = " ".join(p[5:7])
+        rate = " ".join(p[5:])
         t = torch_case(name, dt, shape)
         speed = f"{t / ms:7.2f}" if t else "      -"
         print(f"{name:<22} {dt:<5} {shape:<16} {ms:10.4f} {t if t else float('nan'):10.4f} {speed}  {rate}", flush=True)

@@ -11,7 +11,8 @@ epoch, and the process's peak RSS (os.wait4's ru_maxrss); then candle / PyTorch 
   /usr/bin/python3 tools/bench_mnist_vs_torch.py [--candle build/bin/candle-mnist-training]
       [--data /usr/share/datasets/fashion-mnist] [--threads 2] [--only torch|candle]
 
-Uses Debian's python3-torch (1.13, CPU), hence /usr/bin/python3.
+Here: Debian's python3-torch (1.13, CPU), hence /usr/bin/python3. On the GPU machine: --device cuda
+(PyTorch 2.11 with cuDNN, TF32 off on both sides; candle-mnist-training --device cuda).
 """
 import argparse
 import gzip
@@ -50,6 +51,8 @@ def torch_child(args):
     import torch.nn.functional as F
 
     torch.set_num_threads(args.threads)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(args.seed)
 
     def load(prefix):
@@ -60,8 +63,10 @@ def torch_child(args):
         y = torch.frombuffer(bytearray(lab), dtype=torch.uint8).long()
         return x, y
 
+    dev = torch.device(args.device)
     train_x, train_y = load("train")
     test_x, test_y = load("t10k")
+    train_x, train_y, test_x, test_y = train_x.to(dev), train_y.to(dev), test_x.to(dev), test_y.to(dev)
 
     class ConvNet(tnn.Module):
         def __init__(self):
@@ -79,14 +84,14 @@ def torch_child(args):
             x = F.relu(self.fc1(x))
             return self.fc2(self.drop(x))
 
-    model = ConvNet()
+    model = ConvNet().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     bs = 64
     n_batches = train_x.shape[0] // bs
     gen = torch.Generator().manual_seed(args.seed)
     t0 = time.perf_counter()
     model.train()
-    perm = torch.randperm(train_x.shape[0], generator=gen)
+    perm = torch.randperm(train_x.shape[0], generator=gen).to(dev)
     sum_loss = 0.0
     for b in range(n_batches):
         idx = perm[b * bs:(b + 1) * bs]
@@ -98,6 +103,8 @@ def torch_child(args):
         if (b + 1) * 10 // n_batches != b * 10 // n_batches:
             print(f"torch: {100 * (b + 1) // n_batches}% loss {sum_loss / (b + 1):.5f} "
                   f"{time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
     secs = time.perf_counter() - t0
     model.eval()
     ok = 0
@@ -135,6 +142,7 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=299792458)
     ap.add_argument("--only", choices=["torch", "candle"])
+    ap.add_argument("--device", default="cpu", help="cpu or cuda: where both sides train (TF32 off on both)")
     ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_child:
@@ -147,21 +155,24 @@ def main():
     if args.only in (None, "torch"):
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         out, rss = run_child([sys.executable, os.path.abspath(__file__), "--torch-child", "--data", args.data,
-                              "--threads", str(args.threads), "--lr", str(args.lr), "--seed", str(args.seed)], env)
-        results["pytorch 1.13"] = parse("pytorch", out) + (rss,)
+                              "--threads", str(args.threads), "--lr", str(args.lr), "--seed", str(args.seed),
+                              "--device", args.device], env)
+        results["pytorch"] = parse("pytorch", out) + (rss,)
     if args.only in (None, "candle"):
         if not os.path.isfile(args.candle):
             raise SystemExit(f"{args.candle} not found (build candle-mnist-training, or --candle PATH)")
         out, rss = run_child([args.candle, "--model", "cnn", "--epochs", "1", "--threads", str(args.threads),
-                              "--learning-rate", str(args.lr), "--data", args.data, "--seed", str(args.seed)])
+                              "--learning-rate", str(args.lr), "--data", args.data, "--seed", str(args.seed),
+                              "--device", args.device])
         results["candle-cpp"] = parse("candle", out) + (rss,)
 
-    print(f"\none epoch of the mnist CNN, batch 64, AdamW lr {args.lr}, {args.threads} threads, data {args.data}")
+    print(f"\none epoch of the mnist CNN, batch 64, AdamW lr {args.lr}, {args.threads} threads, device {args.device}, "
+          f"data {args.data}")
     print(f"{'':14} {'epoch time':>11} {'test acc':>9} {'train loss':>11} {'peak RSS':>10}")
     for name, (secs, acc, loss, rss) in results.items():
         print(f"{name:14} {secs:10.1f}s {acc:9.4f} {loss:11.5f} {rss:8.0f} MiB")
     if len(results) == 2:
-        t, c = results["pytorch 1.13"], results["candle-cpp"]
+        t, c = results["pytorch"], results["candle-cpp"]
         print(f"candle / pytorch: time {c[0] / t[0]:.2f}x, peak RSS {c[3] / t[3]:.2f}x, "
               f"accuracy {c[1] - t[1]:+.4f}")
 

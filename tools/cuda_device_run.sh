@@ -13,7 +13,7 @@ zl=""
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 start=$(date +%s)
 { cmake -S . -B "$b" $gen $zl -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF -DCANDLE_BUILD_BENCH=ON \
-    -DCANDLE_BUILD_EXAMPLES=OFF && \
+    -DCANDLE_BUILD_EXAMPLES=ON && \
   timeout 420 cmake --build "$b" -j16 --target candle_cuda test_cuda test_core ${EXTRA_TARGETS:-}; } \
   > "$OUT/build.log" 2>&1 || { echo "build failed"; grep -E "error|Error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "cudnn_conv.h"
 #include "launch_conv.h"
+#include "launch_epilogue.h"
 #include "storage.h"
 
 namespace candle::cuda_backend {
@@ -157,6 +159,28 @@ StoragePtr CudaStorage::conv1d(const Layout& l, const BackendStorage& kernel, co
   return run_conv(*this, l, kernel, kernel_l, a, nullptr, op);
 }
 
+// conv2d through cuDNN where it loaded and takes the case (then bias and activation in one
+// pass over the output); nullptr otherwise.
+static StoragePtr conv2d_cudnn(const CudaStorage& x, const Layout& l, const BackendStorage& kernel_b,
+                               const Layout& kernel_l, const ParamsConv2D& p, const ConvEpilogue& e) {
+  if (!dtype_is_float(x.dtype()) || x.dtype() == DType::F8E4M3 || !cudnn_available()) return nullptr;
+  const CudaStorage& w = as_cuda(kernel_b, "conv2d");
+  if (w.dtype() != x.dtype()) return nullptr;
+  const size_t oh = p.out_h(), ow = p.out_w();
+  auto out = x.cdev().make(x.dtype(), p.b_size * p.c_out * oh * ow);
+  if (out->elem_count() == 0) return out;
+  if (!cudnn_conv2d(x, l, w, kernel_l, p, *out)) return nullptr;
+  if (e.bias || e.activation) {
+    Dense bias{nullptr, 0, nullptr};
+    if (e.bias) bias = dense(as_cuda(*e.bias, "conv2d"), e.bias_layout);
+    x.ctx().launched(cuda_k::bias_act_inplace(
+                         dt_of(x.dtype()), out->at(0), bias.s ? bias.s->at(bias.first) : nullptr, p.b_size,
+                         p.c_out, oh * ow, e.activation ? static_cast<int>(*e.activation) : -1, x.stream()),
+                     "conv2d epilogue");
+  }
+  return out;
+}
+
 StoragePtr CudaStorage::conv2d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
                                const ParamsConv2D& p, const ConvEpilogue& epilogue) const {
   const char* op = "conv2d";
@@ -171,6 +195,7 @@ StoragePtr CudaStorage::conv2d(const Layout& l, const BackendStorage& kernel, co
   a.oh = i64(p.out_h()), a.ow = i64(p.out_w());
   a.pad_h = a.pad_w = i64(p.padding), a.s_h = a.s_w = i64(p.stride), a.d_h = a.d_w = i64(p.dilation);
   set_strides(a, l, op);
+  if (auto out = conv2d_cudnn(*this, l, kernel, kernel_l, p, epilogue)) return out;
   return run_conv(*this, l, kernel, kernel_l, a, &epilogue, op);
 }
 
