@@ -5,12 +5,14 @@ namespace candle::cuda_k {
 namespace {
 
 template <typename I, typename E>
-__global__ void copy_k(const E* __restrict__ x, EwStrides xs, E* __restrict__ out, EwShape sh) {
+__global__ void copy_k(const E* __restrict__ x, const __grid_constant__ EwStrides xs, E* __restrict__ out,
+                       const __grid_constant__ EwShape sh) {
   CANDLE_GRID_LOOP(I, i, sh.n) out[i] = x[offset_in<I>(i, sh, xs)];
 }
 
 template <typename I, typename E>
-__global__ void fill_k(E v, E* __restrict__ out, EwStrides os, EwShape sh) {
+__global__ void fill_k(E v, E* __restrict__ out, const __grid_constant__ EwStrides os,
+                       const __grid_constant__ EwShape sh) {
   CANDLE_GRID_LOOP(I, i, sh.n) out[offset_in<I>(i, sh, os)] = v;
 }
 

@@ -263,13 +263,15 @@ __global__ void map2_dense_k(const S* __restrict__ a, const S* __restrict__ b, O
 }
 
 template <typename I, typename S, typename F>
-__global__ void map1_k(const S* __restrict__ x, EwStrides xs, S* __restrict__ out, EwShape sh, F f) {
+__global__ void map1_k(const S* __restrict__ x, const __grid_constant__ EwStrides xs, S* __restrict__ out,
+                       const __grid_constant__ EwShape sh, F f) {
   CANDLE_GRID_LOOP(I, i, sh.n) out[i] = store<S>(f(load(x[offset_in<I>(i, sh, xs)])));
 }
 
 template <typename I, typename S, typename O, typename F>
-__global__ void map2_k(const S* __restrict__ a, EwStrides as, const S* __restrict__ b, EwStrides bs,
-                       O* __restrict__ out, EwShape sh, F f) {
+__global__ void map2_k(const S* __restrict__ a, const __grid_constant__ EwStrides as, const S* __restrict__ b,
+                       const __grid_constant__ EwStrides bs, O* __restrict__ out,
+                       const __grid_constant__ EwShape sh, F f) {
   CANDLE_GRID_LOOP(I, i, sh.n) {
     auto r = f(load(a[offset_in<I>(i, sh, as)]), load(b[offset_in<I>(i, sh, bs)]));
     if constexpr (std::is_same_v<O, uint8_t>)
@@ -280,14 +282,17 @@ __global__ void map2_k(const S* __restrict__ a, EwStrides as, const S* __restric
 }
 
 template <typename I, typename CT, typename V>
-__global__ void where_k(const CT* __restrict__ c, EwStrides cs, const V* __restrict__ t, EwStrides ts,
-                        const V* __restrict__ f, EwStrides fs, V* __restrict__ out, EwShape sh) {
+__global__ void where_k(const CT* __restrict__ c, const __grid_constant__ EwStrides cs,
+                        const V* __restrict__ t, const __grid_constant__ EwStrides ts,
+                        const V* __restrict__ f, const __grid_constant__ EwStrides fs, V* __restrict__ out,
+                        const __grid_constant__ EwShape sh) {
   CANDLE_GRID_LOOP(I, i, sh.n)
   out[i] = c[offset_in<I>(i, sh, cs)] != 0 ? t[offset_in<I>(i, sh, ts)] : f[offset_in<I>(i, sh, fs)];
 }
 
 template <typename I, typename From, typename To>
-__global__ void cast_k(const From* __restrict__ x, EwStrides xs, To* __restrict__ out, EwShape sh) {
+__global__ void cast_k(const From* __restrict__ x, const __grid_constant__ EwStrides xs, To* __restrict__ out,
+                       const __grid_constant__ EwShape sh) {
   CANDLE_GRID_LOOP(I, i, sh.n) {
     if constexpr (std::is_same_v<From, To>)
       out[i] = x[offset_in<I>(i, sh, xs)];
@@ -302,6 +307,12 @@ template <typename S, typename F>
 cudaError_t launch_map1(const void* x, const EwStrides& xs, void* out, const EwShape& sh, F f,
                         cudaStream_t s) {
   if (sh.n == 0) return cudaSuccess;
+  constexpr int V = pack_of<S>();
+  if (xs.dense && aligned_to(x, sizeof(S) * V) && aligned_to(out, sizeof(S) * V)) {
+    map1_dense_k<<<grid_for(sh.n, V), kBlock, 0, s>>>(static_cast<const S*>(x), static_cast<S*>(out),
+                                                      static_cast<uint64_t>(sh.n), f);
+    return cudaGetLastError();
+  }
   if (wide(sh))
     map1_k<uint64_t>
         <<<grid_for(sh.n), kBlock, 0, s>>>(static_cast<const S*>(x), xs, static_cast<S*>(out), sh, f);
@@ -338,9 +349,10 @@ inline cudaError_t with_unary(UnaryOp op, Fn&& fn) {
   case UnaryOp::N: return fn.template operator()<UnaryOp::N>();
     CANDLE_U(Neg)
     CANDLE_U(Recip)
-    CANDLE_U(Exp) CANDLE_U(Log) CANDLE_U(Sin) CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr)
-        CANDLE_U(Sqrt) CANDLE_U(Gelu) CANDLE_U(GeluErf) CANDLE_U(Erf) CANDLE_U(Relu) CANDLE_U(Silu)
-            CANDLE_U(Ceil) CANDLE_U(Floor) CANDLE_U(Round) CANDLE_U(Sign) CANDLE_U(Sigmoid)
+    CANDLE_U(Exp)
+    CANDLE_U(Log) CANDLE_U(Sin) CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr) CANDLE_U(Sqrt)
+        CANDLE_U(Gelu) CANDLE_U(GeluErf) CANDLE_U(Erf) CANDLE_U(Relu) CANDLE_U(Silu) CANDLE_U(Ceil)
+            CANDLE_U(Floor) CANDLE_U(Round) CANDLE_U(Sign) CANDLE_U(Sigmoid)
 #undef CANDLE_U
   }
   return cudaErrorInvalidValue;

@@ -197,8 +197,8 @@ TEST(CudaMatmul, CublasMatchesTheCpuForTransposedBroadcastAndHalfOperands) {
       };
       Tensor ac = shape_t(a.to_dtype(dt), c.ta), bc = shape_t(b.to_dtype(dt), c.tb);
       Tensor want = ac.to_dtype(DType::F64).broadcast_matmul(bc.to_dtype(DType::F64));
-      Tensor got =
-          shape_t(a.to_dtype(dt).to_device(dev), c.ta).matmul(shape_t(b.to_dtype(dt).to_device(dev), c.tb));
+      Tensor got = shape_t(a.to_dtype(dt).to_device(dev), c.ta)
+                       .broadcast_matmul(shape_t(b.to_dtype(dt).to_device(dev), c.tb));
       const double tol = dt == DType::F32 ? 1e-4 : dt == DType::F64 ? 1e-10 : dt == DType::F16 ? 2e-2 : 1e-1;
       test_device::expect_close(got, want, tol, tol, "matmul " + std::string(dtype_name(dt)));
     }
