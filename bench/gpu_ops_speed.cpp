@@ -16,6 +16,13 @@
 #if CANDLE_GPU_OPS_SPEED_CUDA
 #include "candle/cuda.h"
 #endif
+#if CANDLE_GPU_OPS_SPEED_MODELS
+#include <unordered_map>
+
+#include "candle/io/safetensors.h"
+#include "candle/models/rdn.h"
+#include "candle/nn/nn.h"
+#endif
 
 using namespace candle;
 
@@ -139,6 +146,32 @@ int main(int argc, char** argv) {
       std::printf("%-22s %-5s %-16s %9.4f ms %8.1f TFLOP/s\n", "bmm_qkT", std::string(dtype_name(dt)).c_str(),
                   "32x2048x128x2048", ms, 2.0 * 32 * 2048 * 2048 * 128 / ms / 1e9);
     }
+#if CANDLE_GPU_OPS_SPEED_MODELS
+    // one training step of the bundled x4 upscaler: batch 4 of 64x64 crops, L1 against 256x256,
+    // AdamW over every weight (tools/bench_upscale_train_vs_torch.py's step)
+    if (want("rdn_train")) {
+      const std::string path = std::string(CANDLE_GPU_OPS_SPEED_MODELS_DIR) + "/esrgan-slim/x4.safetensors";
+      safetensors::MmapedSafetensors st(path);
+      std::unordered_map<std::string, Tensor> weights;
+      std::vector<Var> vars;
+      for (const auto& name : st.names()) {
+        Var v = Var::from_tensor(st.load(name, dev));
+        vars.push_back(v);
+        weights.emplace(name, v.as_tensor());
+      }
+      models::Rdn net(weights, st.metadata().at("topology"), dev);
+      nn::AdamW opt(vars, nn::ParamsAdamW{});
+      dev.set_seed(1);
+      Tensor x = Tensor::rand(0.0, 255.0, {4, 3, 64, 64}, DType::F32, dev);
+      Tensor target = Tensor::rand(0.0, 255.0, {4, 3, 256, 256}, DType::F32, dev);
+      double ms = time_ms(dev, 5, [&] { opt.backward_step((net.forward_raw(x) - target).abs().mean_all()); });
+      std::printf("%-22s %-5s %-16s %9.4f ms", "rdn_train_step", "f32", "4x3x64x64", ms);
+#if CANDLE_GPU_OPS_SPEED_CUDA
+      std::printf("  [%zu round-trips]", cuda::stats().round_trips.size());
+#endif
+      std::printf("\n");
+    }
+#endif
   } catch (const Error& e) {
     std::fprintf(stderr, "gpu_ops_speed: %s\n", e.what());
     return 1;

@@ -31,7 +31,28 @@ def tms(fn, reps):
     return sorted(runs)[2]
 
 
+def torch_rdn_train_step():
+    import os
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_upscale_vs_torch as ref
+    model = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models/esrgan-slim/x4.safetensors")
+    fwd = ref.build_forward(model, "cuda")
+    params = [t.requires_grad_() for t in fwd.tensors.values()]
+    opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    x = torch.rand(4, 3, 64, 64, device="cuda") * 255
+    target = torch.rand(4, 3, 256, 256, device="cuda") * 255
+
+    def step():
+        opt.zero_grad()
+        loss = (fwd.raw(x) - target).abs().mean()
+        loss.backward()
+        opt.step()
+    return tms(step, 5)
+
+
 def torch_case(name, dt, shape):
+    if name == "rdn_train_step":
+        return torch_rdn_train_step()
     d = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dt]
     dims = [int(v) for v in shape.split("x")]
     if name.startswith("matmul") or name == "bmm_qkT":
