@@ -180,6 +180,17 @@ __device__ __forceinline__ Offsets<N, I> offsets_of(I i, const EwShape& sh, cons
 template <typename I>
 __device__ __forceinline__ I offset_in(I i, const EwShape& sh, const EwStrides& st) {
   if (st.dense) return i;
+  if constexpr (std::is_same_v<I, uint32_t>) {
+    if (sh.fast) {
+      uint32_t r = 0;
+      for (int d = sh.rank - 1; d >= 0; --d) {
+        const uint32_t q = (__umulhi(i, sh.mag[d]) + i) >> sh.shr[d];
+        r += (i - q * static_cast<uint32_t>(sh.dims[d])) * static_cast<uint32_t>(st.st[d]);
+        i = q;
+      }
+      return r;
+    }
+  }
   I r = 0;
   for (int d = sh.rank - 1; d >= 0; --d) {
     const I dim = static_cast<I>(sh.dims[d]);

@@ -24,7 +24,7 @@ cudaError_t copy_strided(size_t esize, const void* x, const EwStrides& xs, void*
   return with_esize(esize, [&]<typename E>() {
     auto px = static_cast<const E*>(x);
     auto po = static_cast<E*>(out);
-    if (sh.n > int64_t(UINT32_MAX))
+    if (sh.wide || sh.n > int64_t(UINT32_MAX))
       copy_k<uint64_t><<<grid_for(sh.n), kBlock, 0, s>>>(px, xs, po, sh);
     else
       copy_k<uint32_t><<<grid_for(sh.n), kBlock, 0, s>>>(px, xs, po, sh);
@@ -38,7 +38,7 @@ cudaError_t fill(size_t esize, uint64_t bits, void* out, const EwStrides& os, co
   return with_esize(esize, [&]<typename E>() {
     auto po = static_cast<E*>(out);
     const E v = static_cast<E>(bits);
-    if (sh.n > int64_t(UINT32_MAX))
+    if (sh.wide || sh.n > int64_t(UINT32_MAX))
       fill_k<uint64_t><<<grid_for(sh.n), kBlock, 0, s>>>(v, po, os, sh);
     else
       fill_k<uint32_t><<<grid_for(sh.n), kBlock, 0, s>>>(v, po, os, sh);

@@ -290,6 +290,30 @@ __global__ void where_k(const CT* __restrict__ c, const __grid_constant__ EwStri
   out[i] = c[offset_in<I>(i, sh, cs)] != 0 ? t[offset_in<I>(i, sh, ts)] : f[offset_in<I>(i, sh, fs)];
 }
 
+// Dense casts: packs of V elements (V = what fits 16 bytes of the wider type).
+template <typename From, typename To>
+__global__ void cast_dense_k(const From* __restrict__ x, To* __restrict__ out, uint64_t n) {
+  constexpr int V = pack_of<From>() < pack_of<To>() ? pack_of<From>() : pack_of<To>();
+  using PF = Pack<From, V>;
+  using PT = Pack<To, V>;
+  const uint64_t np = n / V, stride = static_cast<uint64_t>(blockDim.x) * gridDim.x;
+  const uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  auto one = [](From v) {
+    if constexpr (std::is_same_v<From, To>)
+      return v;
+    else
+      return store<To>(convert<To>(load(v)));
+  };
+  for (uint64_t i = t; i < np; i += stride) {
+    const PF a = reinterpret_cast<const PF*>(x)[i];
+    PT r;
+#pragma unroll
+    for (int j = 0; j < V; ++j) r.v[j] = one(a.v[j]);
+    reinterpret_cast<PT*>(out)[i] = r;
+  }
+  for (uint64_t i = np * V + t; i < n; i += stride) out[i] = one(x[i]);
+}
+
 template <typename I, typename From, typename To>
 __global__ void cast_k(const From* __restrict__ x, const __grid_constant__ EwStrides xs, To* __restrict__ out,
                        const __grid_constant__ EwShape sh) {
@@ -301,7 +325,7 @@ __global__ void cast_k(const From* __restrict__ x, const __grid_constant__ EwStr
   }
 }
 
-inline bool wide(const EwShape& sh) { return sh.n > int64_t(UINT32_MAX); }
+inline bool wide(const EwShape& sh) { return sh.wide || sh.n > int64_t(UINT32_MAX); }
 
 template <typename S, typename F>
 cudaError_t launch_map1(const void* x, const EwStrides& xs, void* out, const EwShape& sh, F f,
@@ -350,9 +374,10 @@ inline cudaError_t with_unary(UnaryOp op, Fn&& fn) {
     CANDLE_U(Neg)
     CANDLE_U(Recip)
     CANDLE_U(Exp)
-    CANDLE_U(Log) CANDLE_U(Sin) CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr) CANDLE_U(Sqrt)
-        CANDLE_U(Gelu) CANDLE_U(GeluErf) CANDLE_U(Erf) CANDLE_U(Relu) CANDLE_U(Silu) CANDLE_U(Ceil)
-            CANDLE_U(Floor) CANDLE_U(Round) CANDLE_U(Sign) CANDLE_U(Sigmoid)
+    CANDLE_U(Log)
+    CANDLE_U(Sin) CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr) CANDLE_U(Sqrt) CANDLE_U(Gelu)
+        CANDLE_U(GeluErf) CANDLE_U(Erf) CANDLE_U(Relu) CANDLE_U(Silu) CANDLE_U(Ceil) CANDLE_U(Floor)
+            CANDLE_U(Round) CANDLE_U(Sign) CANDLE_U(Sigmoid)
 #undef CANDLE_U
   }
   return cudaErrorInvalidValue;

@@ -70,6 +70,11 @@ cudaError_t cast(Dt from, Dt to, const void* x, const EwStrides& xs, void* out, 
     return with_dtype(to, [&]<typename T>() -> cudaError_t {
       auto px = static_cast<const F*>(x);
       auto po = static_cast<T*>(out);
+      constexpr int V = pack_of<F>() < pack_of<T>() ? pack_of<F>() : pack_of<T>();
+      if (xs.dense && aligned_to(x, sizeof(F) * V) && aligned_to(out, sizeof(T) * V)) {
+        cast_dense_k<<<grid_for(sh.n, V), kBlock, 0, s>>>(px, po, static_cast<uint64_t>(sh.n));
+        return cudaGetLastError();
+      }
       if (wide(sh))
         cast_k<uint64_t><<<grid_for(sh.n), kBlock, 0, s>>>(px, xs, po, sh);
       else

@@ -30,7 +30,27 @@ struct EwShape {
   int32_t rank = 0;
   int64_t dims[kMaxDims] = {};
   int64_t n = 0;
+  // Division by dims[d] as a multiply-high and a shift (q = (umulhi(i, mag) + i) >> shr), valid for
+  // i < 2^31: set by set_fast_div() when n and every dim are below 2^31; the 32-bit index path then
+  // divides without a hardware division.
+  bool fast = false;
+  // Some operand's offsets reach 2^32 (or n does): the kernels index in 64 bits.
+  bool wide = false;
+  uint32_t mag[kMaxDims] = {};
+  uint32_t shr[kMaxDims] = {};
 };
+
+// Fills EwShape's fast-division constants (when n < 2^31 and no offset needs 64 bits).
+inline void set_fast_div(EwShape& sh) {
+  sh.fast = !sh.wide && sh.n < (int64_t(1) << 31);
+  for (int d = 0; d < sh.rank && sh.fast; ++d) {
+    const uint64_t dv = static_cast<uint64_t>(sh.dims[d]);
+    uint32_t s = 0;
+    while ((uint64_t(1) << s) < dv) ++s;
+    sh.shr[d] = s;
+    sh.mag[d] = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << s) - dv)) / dv + 1);
+  }
+}
 
 // One strided operand of an element-wise op: its strides over EwShape's dims, and whether they
 // are the dense row-major ones (the kernel then skips the index arithmetic).

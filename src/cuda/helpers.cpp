@@ -1,4 +1,5 @@
 // Helpers of the ops' host code: operand checks, element-wise slicing, dense copies, round-trips.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -98,6 +99,15 @@ void for_each_ew_slice(const Shape& shape, const std::vector<const Layout*>& lay
     }
     sl.st[k].dense = dense;
   }
+  // the largest offset any operand reaches inside a slice decides the index width
+  uint64_t max_off = 0;
+  for (size_t k = 0; k < nops; ++k) {
+    uint64_t o = 0;
+    for (size_t d = outer; d < rank; ++d) o += static_cast<uint64_t>(dims[d] - 1) * st[k][d];
+    max_off = std::max(max_off, o);
+  }
+  sl.shape.wide = max_off >= (uint64_t(1) << 32) || sl.shape.n > int64_t(UINT32_MAX);
+  cuda_k::set_fast_div(sl.shape);
   std::vector<size_t> idx(outer, 0);
   while (true) {
     for (size_t k = 0; k < nops; ++k) {
