@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "candle/backend/cpu_storage.h"
+#include "core/index_split.h"
 #include "cpu/parallel.h"
 
 namespace candle {
@@ -65,35 +66,10 @@ decltype(auto) dispatch_index(DType dt, const char* op, Fn&& fn) {
   }
 }
 
-// The tensor's [left, dim, right] split.
-struct Split {
-  size_t left = 1, dim = 1, right = 1;
-};
-
-Split split_at(const Shape& shape, size_t dim) {
-  Split s;
-  for (size_t i = 0; i < shape.rank(); ++i) {
-    if (i < dim)
-      s.left *= shape[i];
-    else if (i == dim)
-      s.dim = shape[i];
-    else
-      s.right *= shape[i];
-  }
-  return s;
-}
-
-bool same_dims_except(const Shape& a, const Shape& b, size_t dim) {
-  if (a.rank() != b.rank()) return false;
-  for (size_t i = 0; i < a.rank(); ++i) {
-    if (i != dim && a[i] != b[i]) return false;
-  }
-  return true;
-}
-
-void internal_check(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw Error(ErrorKind::Internal, std::string(op) + ": " + what);
-}
+using index_util::internal_check;
+using index_util::same_dims_except;
+using index_util::Split;
+using index_util::split_at;
 
 // The elements of (storage, layout) in row-major order, contiguous: a pointer into the storage
 // when the layout is already contiguous, else into a private copy. `force_copy` copies anyway

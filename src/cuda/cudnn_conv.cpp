@@ -28,27 +28,33 @@ bool cudnn_conv2d(const CudaStorage&, const Layout&, const CudaStorage&, const L
 namespace candle::cuda_backend {
 namespace {
 
+// The cuDNN functions used here.
+// clang-format off
+#define CANDLE_CUDNN_FUNCTIONS(X) \
+  X(cudnnCreate) \
+  X(cudnnSetStream) \
+  X(cudnnGetErrorString) \
+  X(cudnnCreateTensorDescriptor) \
+  X(cudnnSetTensorNdDescriptor) \
+  X(cudnnDestroyTensorDescriptor) \
+  X(cudnnCreateFilterDescriptor) \
+  X(cudnnSetFilterNdDescriptor) \
+  X(cudnnDestroyFilterDescriptor) \
+  X(cudnnCreateConvolutionDescriptor) \
+  X(cudnnSetConvolutionNdDescriptor) \
+  X(cudnnSetConvolutionGroupCount) \
+  X(cudnnSetConvolutionMathType) \
+  X(cudnnDestroyConvolutionDescriptor) \
+  X(cudnnGetConvolutionForwardAlgorithm_v7) \
+  X(cudnnGetConvolutionForwardWorkspaceSize) \
+  X(cudnnConvolutionForward)
+// clang-format on
+
 struct Api {
   void* lib = nullptr;
   std::string why;
 #define CANDLE_CUDNN_FN(name) decltype(&::name) name = nullptr;
-  CANDLE_CUDNN_FN(cudnnCreate)
-  CANDLE_CUDNN_FN(cudnnSetStream)
-  CANDLE_CUDNN_FN(cudnnGetErrorString)
-  CANDLE_CUDNN_FN(cudnnCreateTensorDescriptor)
-  CANDLE_CUDNN_FN(cudnnSetTensorNdDescriptor)
-  CANDLE_CUDNN_FN(cudnnDestroyTensorDescriptor)
-  CANDLE_CUDNN_FN(cudnnCreateFilterDescriptor)
-  CANDLE_CUDNN_FN(cudnnSetFilterNdDescriptor)
-  CANDLE_CUDNN_FN(cudnnDestroyFilterDescriptor)
-  CANDLE_CUDNN_FN(cudnnCreateConvolutionDescriptor)
-  CANDLE_CUDNN_FN(cudnnSetConvolutionNdDescriptor)
-  CANDLE_CUDNN_FN(cudnnSetConvolutionGroupCount)
-  CANDLE_CUDNN_FN(cudnnSetConvolutionMathType)
-  CANDLE_CUDNN_FN(cudnnDestroyConvolutionDescriptor)
-  CANDLE_CUDNN_FN(cudnnGetConvolutionForwardAlgorithm_v7)
-  CANDLE_CUDNN_FN(cudnnGetConvolutionForwardWorkspaceSize)
-  CANDLE_CUDNN_FN(cudnnConvolutionForward)
+  CANDLE_CUDNN_FUNCTIONS(CANDLE_CUDNN_FN)
 #undef CANDLE_CUDNN_FN
 };
 
@@ -74,23 +80,7 @@ const Api& api() {
     if (!r.lib) return r;
     bool ok = true;
 #define CANDLE_CUDNN_FN(name) ok = resolve(r.lib, #name, r.name) && ok;
-    CANDLE_CUDNN_FN(cudnnCreate)
-    CANDLE_CUDNN_FN(cudnnSetStream)
-    CANDLE_CUDNN_FN(cudnnGetErrorString)
-    CANDLE_CUDNN_FN(cudnnCreateTensorDescriptor)
-    CANDLE_CUDNN_FN(cudnnSetTensorNdDescriptor)
-    CANDLE_CUDNN_FN(cudnnDestroyTensorDescriptor)
-    CANDLE_CUDNN_FN(cudnnCreateFilterDescriptor)
-    CANDLE_CUDNN_FN(cudnnSetFilterNdDescriptor)
-    CANDLE_CUDNN_FN(cudnnDestroyFilterDescriptor)
-    CANDLE_CUDNN_FN(cudnnCreateConvolutionDescriptor)
-    CANDLE_CUDNN_FN(cudnnSetConvolutionNdDescriptor)
-    CANDLE_CUDNN_FN(cudnnSetConvolutionGroupCount)
-    CANDLE_CUDNN_FN(cudnnSetConvolutionMathType)
-    CANDLE_CUDNN_FN(cudnnDestroyConvolutionDescriptor)
-    CANDLE_CUDNN_FN(cudnnGetConvolutionForwardAlgorithm_v7)
-    CANDLE_CUDNN_FN(cudnnGetConvolutionForwardWorkspaceSize)
-    CANDLE_CUDNN_FN(cudnnConvolutionForward)
+    CANDLE_CUDNN_FUNCTIONS(CANDLE_CUDNN_FN)
 #undef CANDLE_CUDNN_FN
     if (!ok) {
       r.why = "libcudnn lacks the convolution API";

@@ -4,40 +4,17 @@
 // synchronisation or download, by Context::throw_fault.
 #include <optional>
 
+#include "core/index_split.h"
 #include "launch_reduce.h"
 #include "storage.h"
 
 namespace candle::cuda_backend {
 namespace {
 
-struct Split {
-  size_t left = 1, dim = 1, right = 1;
-};
-
-Split split_at(const Shape& shape, size_t dim) {
-  Split s;
-  for (size_t i = 0; i < shape.rank(); ++i) {
-    if (i < dim)
-      s.left *= shape[i];
-    else if (i == dim)
-      s.dim = shape[i];
-    else
-      s.right *= shape[i];
-  }
-  return s;
-}
-
-bool same_dims_except(const Shape& a, const Shape& b, size_t dim) {
-  if (a.rank() != b.rank()) return false;
-  for (size_t i = 0; i < a.rank(); ++i) {
-    if (i != dim && a[i] != b[i]) return false;
-  }
-  return true;
-}
-
-void internal_check(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw Error(ErrorKind::Internal, std::string(op) + ": " + what);
-}
+using index_util::internal_check;
+using index_util::same_dims_except;
+using index_util::Split;
+using index_util::split_at;
 
 void check_index_dtype(DType dt, const char* op) {
   switch (dt) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "core/row_layout.h"
 #include "storage.h"
 
 namespace candle::vk_backend {
@@ -40,24 +41,9 @@ struct Rows {
 };
 
 Rows rows_of(const VulkanStorage& x, const Layout& l) {
-  const auto& dims = l.dims();
-  const auto& st = l.stride();
-  const size_t r = dims.size(), d = dims.back();
+  const size_t d = l.dims().back();
   const size_t n_rows = d ? l.elem_count() / d : 0;
-  bool ok = d == 1 || st[r - 1] == 1;
-  size_t row_stride = d, expect = 0;
-  bool have = false;
-  for (size_t i = r - 1; ok && i-- > 0;) {
-    if (dims[i] == 1) continue;
-    if (!have) {
-      row_stride = st[i];
-      have = true;
-    } else {
-      ok = st[i] == expect;
-    }
-    expect = st[i] * dims[i];
-  }
-  if (ok) return {{&x, l.start_offset(), nullptr}, n_rows, d, row_stride};
+  if (auto rs = uniform_row_stride(l)) return {{&x, l.start_offset(), nullptr}, n_rows, d, *rs};
   return {dense(x, l), n_rows, d, d};
 }
 
