@@ -17,4 +17,12 @@ bool cudnn_available(std::string* why = nullptr);
 bool cudnn_conv2d(const CudaStorage& x, const Layout& xl, const CudaStorage& w, const Layout& wl,
                   const ParamsConv2D& p, CudaStorage& out);
 
+// The gradients of conv2d through cuDNN (deterministic algorithms only): dx [b, c_in, i_h, i_w] from
+// grad_out g and the kernel; dw [c_out, c_in / groups, k_h, k_w] from the input x and g. Outputs
+// dense, allocated by the caller; false (nothing queued) as above.
+bool cudnn_conv2d_grad_input(const CudaStorage& g, const Layout& gl, const CudaStorage& w, const Layout& wl,
+                             const ParamsConv2D& p, CudaStorage& dx);
+bool cudnn_conv2d_grad_kernel(const CudaStorage& x, const Layout& xl, const CudaStorage& g, const Layout& gl,
+                              const ParamsConv2D& p, CudaStorage& dw);
+
 }  // namespace candle::cuda_backend

@@ -161,9 +161,12 @@ StoragePtr CudaStorage::conv1d(const Layout& l, const BackendStorage& kernel, co
 
 // conv2d through cuDNN where it loaded and takes the case (then bias and activation in one
 // pass over the output); nullptr otherwise.
+// cuDNN takes these dtypes (when it loaded).
+static bool cudnn_float(DType dt) { return dtype_is_float(dt) && dt != DType::F8E4M3 && cudnn_available(); }
+
 static StoragePtr conv2d_cudnn(const CudaStorage& x, const Layout& l, const BackendStorage& kernel_b,
                                const Layout& kernel_l, const ParamsConv2D& p, const ConvEpilogue& e) {
-  if (!dtype_is_float(x.dtype()) || x.dtype() == DType::F8E4M3 || !cudnn_available()) return nullptr;
+  if (!cudnn_float(x.dtype())) return nullptr;
   const CudaStorage& w = as_cuda(kernel_b, "conv2d");
   if (w.dtype() != x.dtype()) return nullptr;
   const size_t oh = p.out_h(), ow = p.out_w();
@@ -311,6 +314,10 @@ StoragePtr CudaStorage::conv2d_grad_kernel(const Layout& x_l, const BackendStora
   check_window(p.i_w, p.padding, p.dilation, p.k_w, p.stride, op);
   check_shape(op, "input", x_l, Shape{p.b_size, p.c_in, p.i_h, p.i_w});
   check_shape(op, "grad_out", g_l, Shape{p.b_size, p.c_out, p.out_h(), p.out_w()});
+  if (cudnn_float(dtype_) && p.b_size * p.c_out * p.out_h() * p.out_w() > 0) {
+    auto dw = cdev().make(dtype_, p.c_out * (p.c_in / p.groups) * p.k_h * p.k_w);
+    if (cudnn_conv2d_grad_kernel(*this, x_l, gs, g_l, p, *dw)) return dw;
+  }
   cuda_k::CorrArgs c = corr_2d(p);
   c.a_g = i64(p.c_out / p.groups), c.b_g = i64(p.c_in / p.groups);
   c.ph = i64(p.out_h()), c.pw = i64(p.out_w()), c.bh = i64(p.i_h), c.bw = i64(p.i_w);
@@ -339,6 +346,12 @@ StoragePtr CudaStorage::conv2d_grad_input(const Layout& g_l, const BackendStorag
   check_window(p.i_w, p.padding, p.dilation, p.k_w, p.stride, op);
   check_shape(op, "grad_out", g_l, Shape{p.b_size, p.c_out, p.out_h(), p.out_w()});
   check_shape(op, "kernel", k_l, Shape{p.c_out, p.c_in / p.groups, p.k_h, p.k_w});
+  if (cudnn_float(dtype_)) {
+    const CudaStorage& k = as_cuda(kernel, op);
+    auto dx = cdev().make(dtype_, p.b_size * p.c_in * p.i_h * p.i_w);
+    if (k.dtype() == dtype_ && (dx->elem_count() == 0 || cudnn_conv2d_grad_input(*this, g_l, k, k_l, p, *dx)))
+      return dx;
+  }
   // the transposed conv of grad_out with the same kernel, onto the input's size
   cuda_k::ConvArgs a;
   a.b = i64(p.b_size), a.groups = i64(p.groups), a.ci_g = i64(p.c_out / p.groups),
