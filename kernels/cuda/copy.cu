@@ -16,7 +16,41 @@ __global__ void fill_k(E v, E* __restrict__ out, const __grid_constant__ EwStrid
   CANDLE_GRID_LOOP(I, i, sh.n) out[offset_in<I>(i, sh, os)] = v;
 }
 
+// out [B, R, C] dense from x with strides (sb, 1, sc): a transpose of the two inner dims, through
+// 32x32 tiles in shared memory so that both the reads (along r) and the writes (along c) coalesce.
+template <typename E>
+__global__ void transpose_k(const E* __restrict__ x, int64_t sb, int64_t sc, E* __restrict__ out, int64_t R,
+                            int64_t C) {
+  __shared__ E tile[32][33];
+  const int64_t b = blockIdx.z, r0 = static_cast<int64_t>(blockIdx.y) * 32,
+                c0 = static_cast<int64_t>(blockIdx.x) * 32;
+  const E* xb = x + b * sb;
+  for (int j = threadIdx.y; j < 32; j += 8) {
+    const int64_t r = r0 + threadIdx.x, c = c0 + j;
+    if (r < R && c < C) tile[j][threadIdx.x] = xb[r + c * sc];
+  }
+  __syncthreads();
+  E* ob = out + b * R * C;
+  for (int j = threadIdx.y; j < 32; j += 8) {
+    const int64_t r = r0 + j, c = c0 + threadIdx.x;
+    if (r < R && c < C) ob[r * C + c] = tile[threadIdx.x][j];
+  }
+}
+
 }  // namespace
+
+cudaError_t copy_transpose(size_t esize, const void* x, int64_t sb, int64_t sc, void* out, int64_t B,
+                           int64_t R, int64_t C, cudaStream_t s) {
+  if (B == 0 || R == 0 || C == 0) return cudaSuccess;
+  if (B > 65535 || (R + 31) / 32 > 65535 || (C + 31) / 32 > (int64_t(1) << 31) - 1)
+    return cudaErrorInvalidValue;
+  return with_esize(esize, [&]<typename E>() {
+    const dim3 grid(static_cast<unsigned>((C + 31) / 32), static_cast<unsigned>((R + 31) / 32),
+                    static_cast<unsigned>(B));
+    transpose_k<E><<<grid, dim3(32, 8), 0, s>>>(static_cast<const E*>(x), sb, sc, static_cast<E*>(out), R, C);
+    return cudaGetLastError();
+  });
+}
 
 cudaError_t copy_strided(size_t esize, const void* x, const EwStrides& xs, void* out, const EwShape& sh,
                          cudaStream_t s) {

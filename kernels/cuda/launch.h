@@ -85,6 +85,10 @@ cudaError_t cast(Dt from, Dt to, const void* x, const EwStrides& xs, void* out, 
 // out (dense) = the elements of x's strided layout; elements of `esize` bytes (1, 2, 4 or 8).
 cudaError_t copy_strided(size_t esize, const void* x, const EwStrides& xs, void* out, const EwShape& sh,
                          cudaStream_t s);
+// out [B, R, C] (dense) = x read with strides (sb, 1, sc): a transposing copy through shared-memory
+// tiles (B <= 65535, R <= 65535 * 32).
+cudaError_t copy_transpose(size_t esize, const void* x, int64_t sb, int64_t sc, void* out, int64_t B,
+                           int64_t R, int64_t C, cudaStream_t s);
 // Writes the `esize`-byte pattern `bits` to every element of the strided layout of `out`.
 cudaError_t fill(size_t esize, uint64_t bits, void* out, const EwStrides& os, const EwShape& sh,
                  cudaStream_t s);
