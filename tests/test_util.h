@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -97,6 +98,24 @@ void expect_same_bytes_at_1_2_3_threads(Fn&& fn, const std::string& what) {
   set_num_threads(0);
   EXPECT_TRUE(one == two) << what << ": 1 vs 2 threads";
   EXPECT_TRUE(one == three) << what << ": 1 vs 3 threads";
+}
+
+// Two images' (or any tensors') largest absolute difference and how many elements differ at all.
+struct ImageDiff {
+  float worst = 0;
+  size_t differ = 0, total = 0;
+};
+inline ImageDiff image_diff(const Tensor& got, const Tensor& want) {
+  auto g = got.to_device(Device::cpu()).to_dtype(DType::F32).flatten_to_vec<float>();
+  auto w = want.to_device(Device::cpu()).to_dtype(DType::F32).flatten_to_vec<float>();
+  ImageDiff d;
+  d.total = g.size();
+  for (size_t i = 0; i < g.size() && i < w.size(); ++i) {
+    const float e = std::fabs(g[i] - w[i]);
+    d.worst = std::max(d.worst, e);
+    d.differ += e != 0;
+  }
+  return d;
 }
 
 }  // namespace candle::test_util

@@ -14,6 +14,7 @@
 #include "candle/nn/optim.h"
 #include "models/png_util.h"
 #include "test_device.h"
+#include "test_util.h"
 
 namespace candle {
 namespace {
@@ -52,15 +53,9 @@ void check_upscale(const Device& dev, const std::string& model, size_t scale) {
   EXPECT_TRUE(backend_stats().empty());
   EXPECT_GT(s.launches, 12u);
   ASSERT_EQ(out.dims(), want.dims());
-  auto g = out.to_device(Device::cpu()).flatten_to_vec<float>(), w = want.flatten_to_vec<float>();
-  float worst = 0;
-  size_t off = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    float d = std::fabs(g[i] - w[i]);
-    worst = std::max(worst, d);
-    off += d != 0;
-  }
-  EXPECT_LE(worst, 1.0f) << model << " x" << scale << ": " << off << " of " << g.size() << " values differ";
+  const auto d = test_util::image_diff(out, want);
+  EXPECT_LE(d.worst, 1.0f) << model << " x" << scale << ": " << d.differ << " of " << d.total
+                           << " values differ";
 }
 
 TEST(CudaUpscale, SlimX2AndX4MatchTheCpuWithinOneWithoutRoundTrips) {

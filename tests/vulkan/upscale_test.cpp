@@ -8,6 +8,7 @@
 
 #include "candle/models/rdn.h"
 #include "models/png_util.h"
+#include "test_util.h"
 #include "vk_util.h"
 
 namespace candle {
@@ -35,15 +36,8 @@ void check_scale(const Device& dev, size_t scale) {
   EXPECT_TRUE(backend_stats().empty());
   EXPECT_GT(s.dispatches, 12u);
   ASSERT_EQ(out.dims(), want.dims());
-  auto g = out.to_device(Device::cpu()).flatten_to_vec<float>(), w = want.flatten_to_vec<float>();
-  float worst = 0;
-  size_t off = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    float d = std::fabs(g[i] - w[i]);
-    worst = std::max(worst, d);
-    off += d != 0;
-  }
-  EXPECT_LE(worst, 1.0f) << "x" << scale << ": " << off << " of " << g.size() << " values differ";
+  const auto d = test_util::image_diff(out, want);
+  EXPECT_LE(d.worst, 1.0f) << "x" << scale << ": " << d.differ << " of " << d.total << " values differ";
 }
 
 TEST(VulkanUpscale, SlimX2MatchesTheCpuWithinOneWithoutRoundTrips) {
