@@ -154,28 +154,6 @@ __host__ cudaError_t with_esize(size_t esize, Fn&& fn) {
   return cudaErrorInvalidValue;
 }
 
-// The offsets of up to N strided operands for the element with row-major index i. Index
-// arithmetic in I (uint32_t when the element count fits, else uint64_t).
-template <int N, typename I>
-struct Offsets {
-  I o[N];
-};
-
-template <int N, typename I>
-__device__ __forceinline__ Offsets<N, I> offsets_of(I i, const EwShape& sh, const EwStrides* const (&st)[N]) {
-  Offsets<N, I> r;
-#pragma unroll
-  for (int k = 0; k < N; ++k) r.o[k] = 0;
-  for (int d = sh.rank - 1; d >= 0; --d) {
-    const I dim = static_cast<I>(sh.dims[d]);
-    const I q = i / dim, c = i - q * dim;
-#pragma unroll
-    for (int k = 0; k < N; ++k) r.o[k] += c * static_cast<I>(st[k]->st[d]);
-    i = q;
-  }
-  return r;
-}
-
 // The offset of element i in one operand (its own strides, dense when st.dense).
 template <typename I>
 __device__ __forceinline__ I offset_in(I i, const EwShape& sh, const EwStrides& st) {

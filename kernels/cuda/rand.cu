@@ -96,10 +96,7 @@ __global__ void normal_k(S* __restrict__ out, uint64_t n, uint64_t seed, uint64_
   }
 }
 
-template <typename K>
-unsigned rand_grid(size_t n, int per) {
-  return grid_for(static_cast<int64_t>((n + per - 1) / per));
-}
+unsigned rand_grid(size_t n, int per) { return grid_for(static_cast<int64_t>((n + per - 1) / per)); }
 
 }  // namespace
 
@@ -111,7 +108,7 @@ cudaError_t rand_uniform(Dt dt, void* out, size_t n, uint64_t seed, uint64_t cou
       return cudaErrorNotSupported;
     } else {
       constexpr int per = std::is_same_v<S, double> ? 2 : 4;
-      uniform_k<S><<<rand_grid<S>(n, per), kBlock, 0, s>>>(static_cast<S*>(out), n, seed, counter, lo, up);
+      uniform_k<S><<<rand_grid(n, per), kBlock, 0, s>>>(static_cast<S*>(out), n, seed, counter, lo, up);
       return cudaGetLastError();
     }
   });
@@ -125,8 +122,7 @@ cudaError_t rand_normal(Dt dt, void* out, size_t n, uint64_t seed, uint64_t coun
       return cudaErrorNotSupported;
     } else {
       constexpr int per = std::is_same_v<S, double> ? 2 : 4;
-      normal_k<S>
-          <<<rand_grid<S>(n, per), kBlock, 0, s>>>(static_cast<S*>(out), n, seed, counter, mean, stddev);
+      normal_k<S><<<rand_grid(n, per), kBlock, 0, s>>>(static_cast<S*>(out), n, seed, counter, mean, stddev);
       return cudaGetLastError();
     }
   });

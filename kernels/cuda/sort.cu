@@ -50,6 +50,22 @@ __host__ __device__ inline size_t key_bytes(int total) {
   return (sizeof(V) * static_cast<size_t>(total) + 15) / 16 * 16;
 }
 
+// One compare-exchange of the bitonic network: elements i < l of a block of p2 keys, stage k.
+template <typename V, typename I>
+__device__ __forceinline__ void bitonic_exchange(V* keys, uint32_t* idx, I i, I l, I p2, I k, bool asc) {
+  if (l <= i) return;
+  const bool up = ((i & (p2 - 1)) & k) == 0;
+  const V a = keys[i], b = keys[l];
+  const uint32_t ia = idx[i], ib = idx[l];
+  const bool sw = up ? before(b, ib, a, ia, asc) : before(a, ia, b, ib, asc);
+  if (sw) {
+    keys[i] = b;
+    keys[l] = a;
+    idx[i] = ib;
+    idx[l] = ia;
+  }
+}
+
 template <typename S>
 __global__ void __launch_bounds__(kSortThreads)
     sort_shared_k(const S* __restrict__ x, uint32_t* __restrict__ out, int64_t rows, int64_t len, int p2,
@@ -75,18 +91,7 @@ __global__ void __launch_bounds__(kSortThreads)
     for (int k = 2; k <= p2; k *= 2) {
       for (int j = k / 2; j > 0; j /= 2) {
         for (int i = threadIdx.x; i < total; i += blockDim.x) {
-          const int l = i ^ j;
-          if (l <= i) continue;
-          const bool up = ((i & (p2 - 1)) & k) == 0;
-          const V a = keys[i], b = keys[l];
-          const uint32_t ia = idx[i], ib = idx[l];
-          const bool sw = up ? before(b, ib, a, ia, asc) : before(a, ia, b, ib, asc);
-          if (sw) {
-            keys[i] = b;
-            keys[l] = a;
-            idx[i] = ib;
-            idx[l] = ia;
-          }
+          bitonic_exchange(keys, idx, i, i ^ j, p2, k, asc);
         }
         __syncthreads();
       }
@@ -117,20 +122,7 @@ __global__ void sort_init_k(const S* __restrict__ x, compute_t<S>* __restrict__ 
 template <typename V>
 __global__ void sort_step_k(V* __restrict__ keys, uint32_t* __restrict__ idx, int64_t n, int64_t p2,
                             int64_t k, int64_t j, bool asc) {
-  CANDLE_GRID_LOOP(int64_t, i, n) {
-    const int64_t l = i ^ j;
-    if (l <= i) continue;
-    const bool up = ((i & (p2 - 1)) & k) == 0;
-    const V a = keys[i], b = keys[l];
-    const uint32_t ia = idx[i], ib = idx[l];
-    const bool sw = up ? before(b, ib, a, ia, asc) : before(a, ia, b, ib, asc);
-    if (sw) {
-      keys[i] = b;
-      keys[l] = a;
-      idx[i] = ib;
-      idx[l] = ia;
-    }
-  }
+  CANDLE_GRID_LOOP(int64_t, i, n) { bitonic_exchange(keys, idx, i, i ^ j, p2, k, asc); }
 }
 
 __global__ void sort_out_k(const uint32_t* __restrict__ idx, uint32_t* __restrict__ out, int64_t rows,

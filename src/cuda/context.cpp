@@ -285,12 +285,6 @@ cublasContext* Context::cublas() {
   return cublas_;
 }
 
-void* Context::cublas_workspace(size_t& bytes) {
-  cublas();
-  bytes = blas_ws_bytes_;
-  return blas_ws_;
-}
-
 Context::IdCheck Context::register_id_check(const char* op, size_t dim, size_t limit,
                                             const std::string& shape) {
   std::lock_guard lock(fault_mu_);

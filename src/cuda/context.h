@@ -82,8 +82,6 @@ class Context {
 
   // The cuBLAS handle bound to the stream (created on first use).
   cublasContext* cublas();
-  // Scratch workspace for cuBLAS (kept for the context's life).
-  void* cublas_workspace(size_t& bytes);
 
   // Index checks of the indexing kernels: a kernel that meets an out-of-range id writes
   // {tag, position, id low, id high} into the fault words once (atomicCAS on word 0 from 0) and

@@ -223,8 +223,7 @@ struct Choice {
   int algo = -1;
   size_t workspace = 0;
 };
-using ChoiceKey =
-    std::tuple<int, int, std::array<size_t, 13>, std::vector<size_t>, std::vector<size_t>, int, int>;
+using ChoiceKey = std::tuple<int, int, std::array<size_t, 13>, std::vector<size_t>, std::vector<size_t>, int>;
 
 template <typename Perf, typename GetAlgos, typename GetWs>
 Choice choose(const ChoiceKey& key, GetAlgos get_algos, GetWs get_ws, bool need_deterministic) {
@@ -260,9 +259,21 @@ ChoiceKey key_of(Pass pass, const Context& ctx, DType dt, const ParamsConv2D& p,
            p.dilation, p.groups, static_cast<size_t>(dt)},
           xs ? *xs : std::vector<size_t>{},
           ys ? *ys : std::vector<size_t>{},
-          cuda::gemm_reduced_precision_f32() ? 1 : 0,
-          0};
+          cuda::gemm_reduced_precision_f32() ? 1 : 0};
 }
+
+// cuDNN's alpha = 1 and beta = 0, as double for f64 and float otherwise.
+struct Scale {
+  float one_f = 1.0f, zero_f = 0.0f;
+  double one_d = 1.0, zero_d = 0.0;
+  const void* one;
+  const void* zero;
+  explicit Scale(bool dbl)
+      : one(dbl ? static_cast<const void*>(&one_d) : &one_f),
+        zero(dbl ? static_cast<const void*>(&zero_d) : &zero_f) {}
+  Scale(const Scale&) = delete;
+  Scale& operator=(const Scale&) = delete;
+};
 
 void check_status(const Api& a, cudnnStatus_t st, const char* what) {
   if (st != CUDNN_STATUS_SUCCESS) fail(std::string(what) + ": " + a.cudnnGetErrorString(st));
@@ -297,14 +308,11 @@ bool cudnn_conv2d(const CudaStorage& x, const Layout& xl, const CudaStorage& w_i
   if (ch.algo < 0) return false;
   Dense w = dense(w_in, wl_in);  // cuDNN wants a packed filter
   BlockPtr ws = ch.workspace ? ctx.alloc(ch.workspace) : nullptr;
-  const float one_f = 1.0f, zero_f = 0.0f;
-  const double one_d = 1.0, zero_d = 0.0;
-  const void* one = c.dbl ? static_cast<const void*>(&one_d) : &one_f;
-  const void* zero = c.dbl ? static_cast<const void*>(&zero_d) : &zero_f;
+  const Scale sc(c.dbl);
   check_status(a,
-               a.cudnnConvolutionForward(c.h, one, c.d.x, x.at(xl.start_offset()), c.d.w, w.s->at(w.first),
+               a.cudnnConvolutionForward(c.h, sc.one, c.d.x, x.at(xl.start_offset()), c.d.w, w.s->at(w.first),
                                          c.d.conv, static_cast<cudnnConvolutionFwdAlgo_t>(ch.algo),
-                                         ws ? ws->ptr : nullptr, ch.workspace, zero, c.d.y, out.at(0)),
+                                         ws ? ws->ptr : nullptr, ch.workspace, sc.zero, c.d.y, out.at(0)),
                "cudnnConvolutionForward");
   return true;
 }
@@ -329,15 +337,12 @@ bool cudnn_conv2d_grad_input(const CudaStorage& g, const Layout& gl, const CudaS
   if (ch.algo < 0) return false;
   Dense w = dense(w_in, wl_in);
   BlockPtr ws = ch.workspace ? ctx.alloc(ch.workspace) : nullptr;
-  const float one_f = 1.0f, zero_f = 0.0f;
-  const double one_d = 1.0, zero_d = 0.0;
-  const void* one = c.dbl ? static_cast<const void*>(&one_d) : &one_f;
-  const void* zero = c.dbl ? static_cast<const void*>(&zero_d) : &zero_f;
+  const Scale sc(c.dbl);
   check_status(
       a,
-      a.cudnnConvolutionBackwardData(c.h, one, c.d.w, w.s->at(w.first), c.d.y, g.at(gl.start_offset()),
+      a.cudnnConvolutionBackwardData(c.h, sc.one, c.d.w, w.s->at(w.first), c.d.y, g.at(gl.start_offset()),
                                      c.d.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(ch.algo),
-                                     ws ? ws->ptr : nullptr, ch.workspace, zero, c.d.x, dx.at(0)),
+                                     ws ? ws->ptr : nullptr, ch.workspace, sc.zero, c.d.x, dx.at(0)),
       "cudnnConvolutionBackwardData");
   return true;
 }
@@ -362,15 +367,12 @@ bool cudnn_conv2d_grad_kernel(const CudaStorage& x, const Layout& xl, const Cuda
       true);
   if (ch.algo < 0) return false;
   BlockPtr ws = ch.workspace ? ctx.alloc(ch.workspace) : nullptr;
-  const float one_f = 1.0f, zero_f = 0.0f;
-  const double one_d = 1.0, zero_d = 0.0;
-  const void* one = c.dbl ? static_cast<const void*>(&one_d) : &one_f;
-  const void* zero = c.dbl ? static_cast<const void*>(&zero_d) : &zero_f;
+  const Scale sc(c.dbl);
   check_status(a,
-               a.cudnnConvolutionBackwardFilter(c.h, one, c.d.x, x.at(xl.start_offset()), c.d.y,
-                                                g.at(gl.start_offset()), c.d.conv,
-                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(ch.algo),
-                                                ws ? ws->ptr : nullptr, ch.workspace, zero, c.d.w, dw.at(0)),
+               a.cudnnConvolutionBackwardFilter(
+                   c.h, sc.one, c.d.x, x.at(xl.start_offset()), c.d.y, g.at(gl.start_offset()), c.d.conv,
+                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(ch.algo), ws ? ws->ptr : nullptr,
+                   ch.workspace, sc.zero, c.d.w, dw.at(0)),
                "cudnnConvolutionBackwardFilter");
   return true;
 }
