@@ -12,7 +12,8 @@
 //  CANDLE_CUDA_TF32=1             start with set_gemm_reduced_precision_f32(true) (f32 matmuls and
 //                                 cuDNN convolutions on TF32 tensor cores)
 //  CANDLE_CUDA_CUDNN=0            never use cuDNN (it is opened at run time when present)
-//  CANDLE_CUDA_AUTO=1             let Device::auto_select pick CUDA (it passes CUDA over for now)
+//  CANDLE_CUDA_AUTO=0             Device::auto_select passes CUDA over (by default it takes cuda:0
+//                                 first when it opens)
 #pragma once
 
 #include <cstddef>

@@ -281,6 +281,72 @@ __global__ void map2_k(const S* __restrict__ a, const __grid_constant__ EwStride
   }
 }
 
+// One dense operand and one broadcast one whose element for output i is (i / inner) % mid: a row
+// repeated (inner 1), a per-channel value (inner = the pixels of a channel), a scalar (mid 1).
+// 32-bit indices with multiply-high division (n < 2^31). Mode: 0 one broadcast value per pack
+// (inner a multiple of the pack), 1 the broadcast operand read as packs too (inner 1, mid a
+// multiple of the pack, aligned), 2 per element.
+struct BcastArgs {
+  uint32_t inner, mid, mag_inner, shr_inner, mag_mid, shr_mid;
+  bool swap;  // the broadcast operand is the left one
+};
+__device__ __forceinline__ uint32_t fast_div(uint32_t i, uint32_t mag, uint32_t shr) {
+  return (__umulhi(i, mag) + i) >> shr;
+}
+__device__ __forceinline__ uint32_t bcast_index(uint32_t i, const BcastArgs& b) {
+  const uint32_t q = b.inner == 1 ? i : fast_div(i, b.mag_inner, b.shr_inner);
+  return q - fast_div(q, b.mag_mid, b.shr_mid) * b.mid;
+}
+
+template <int Mode, typename S, typename O, typename F>
+__global__ void map2_bcast_k(const S* __restrict__ d, const S* __restrict__ bc, O* __restrict__ out,
+                             uint32_t n, const __grid_constant__ BcastArgs ba, F f) {
+  constexpr int V = pack_of<S>();
+  using P = Pack<S, V>;
+  using PO = Pack<O, V>;
+  auto one = [&](compute_t<S> x, compute_t<S> y) {
+    auto v = ba.swap ? f(y, x) : f(x, y);
+    if constexpr (std::is_same_v<O, uint8_t>)
+      return static_cast<O>(v);
+    else
+      return store<O>(v);
+  };
+  const uint32_t np = n / V, stride = blockDim.x * gridDim.x;
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  for (uint32_t i = t; i < np; i += stride) {
+    const P pd = reinterpret_cast<const P*>(d)[i];
+    PO r;
+    if constexpr (Mode == 0) {
+      const compute_t<S> y = load(bc[bcast_index(i * V, ba)]);
+#pragma unroll
+      for (int j = 0; j < V; ++j) r.v[j] = one(load(pd.v[j]), y);
+    } else if constexpr (Mode == 1) {
+      const P pb = reinterpret_cast<const P*>(bc)[bcast_index(i * V, ba) / V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) r.v[j] = one(load(pd.v[j]), load(pb.v[j]));
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) r.v[j] = one(load(pd.v[j]), load(bc[bcast_index(i * V + j, ba)]));
+    }
+    reinterpret_cast<PO*>(out)[i] = r;
+  }
+  for (uint32_t i = np * V + t; i < n; i += stride) out[i] = one(load(d[i]), load(bc[bcast_index(i, ba)]));
+}
+
+// The (inner, mid) of a broadcast operand's strides over sh (stride 0 innermost, then contiguous,
+// then stride 0), or false.
+inline bool bcast_pattern(const EwShape& sh, const EwStrides& st, uint32_t& inner, uint32_t& mid) {
+  int d = sh.rank - 1;
+  uint64_t in = 1, md = 1;
+  for (; d >= 0 && st.st[d] == 0; --d) in *= static_cast<uint64_t>(sh.dims[d]);
+  for (; d >= 0 && st.st[d] == static_cast<int64_t>(md); --d) md *= static_cast<uint64_t>(sh.dims[d]);
+  for (; d >= 0; --d)
+    if (st.st[d] != 0) return false;
+  inner = static_cast<uint32_t>(in);
+  mid = static_cast<uint32_t>(md);
+  return true;
+}
+
 template <typename I, typename CT, typename V>
 __global__ void where_k(const CT* __restrict__ c, const __grid_constant__ EwStrides cs,
                         const V* __restrict__ t, const __grid_constant__ EwStrides ts,
@@ -359,6 +425,28 @@ cudaError_t launch_map2(const void* a, const EwStrides& as, const void* b, const
     map2_dense_k<<<grid_for(sh.n, V), kBlock, 0, s>>>(pa, pb, po, static_cast<uint64_t>(sh.n), f);
     return cudaGetLastError();
   }
+  if ((as.dense != bs.dense) && !sh.wide && sh.n < (int64_t(1) << 31)) {
+    BcastArgs ba{};
+    ba.swap = bs.dense;
+    const S* d = ba.swap ? pb : pa;
+    const S* bc = ba.swap ? pa : pb;
+    if (aligned_to(d, sizeof(S) * V) && aligned_to(out, sizeof(O) * V) &&
+        bcast_pattern(sh, ba.swap ? as : bs, ba.inner, ba.mid)) {
+      EwShape div;  // the multiply-high constants of inner and mid
+      div.rank = 2, div.n = sh.n, div.dims[0] = ba.inner, div.dims[1] = ba.mid;
+      set_fast_div(div);
+      ba.mag_inner = div.mag[0], ba.shr_inner = div.shr[0], ba.mag_mid = div.mag[1], ba.shr_mid = div.shr[1];
+      const unsigned grid = grid_for(sh.n, V);
+      const auto n = static_cast<uint32_t>(sh.n);
+      if (ba.inner % V == 0)
+        map2_bcast_k<0><<<grid, kBlock, 0, s>>>(d, bc, po, n, ba, f);
+      else if (ba.inner == 1 && ba.mid % V == 0 && aligned_to(bc, sizeof(S) * V))
+        map2_bcast_k<1><<<grid, kBlock, 0, s>>>(d, bc, po, n, ba, f);
+      else
+        map2_bcast_k<2><<<grid, kBlock, 0, s>>>(d, bc, po, n, ba, f);
+      return cudaGetLastError();
+    }
+  }
   if (wide(sh))
     map2_k<uint64_t><<<grid_for(sh.n), kBlock, 0, s>>>(pa, as, pb, bs, po, sh, f);
   else
@@ -375,9 +463,10 @@ inline cudaError_t with_unary(UnaryOp op, Fn&& fn) {
     CANDLE_U(Recip)
     CANDLE_U(Exp)
     CANDLE_U(Log)
-    CANDLE_U(Sin) CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr) CANDLE_U(Sqrt) CANDLE_U(Gelu)
-        CANDLE_U(GeluErf) CANDLE_U(Erf) CANDLE_U(Relu) CANDLE_U(Silu) CANDLE_U(Ceil) CANDLE_U(Floor)
-            CANDLE_U(Round) CANDLE_U(Sign) CANDLE_U(Sigmoid)
+    CANDLE_U(Sin)
+    CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr) CANDLE_U(Sqrt) CANDLE_U(Gelu) CANDLE_U(GeluErf)
+        CANDLE_U(Erf) CANDLE_U(Relu) CANDLE_U(Silu) CANDLE_U(Ceil) CANDLE_U(Floor) CANDLE_U(Round)
+            CANDLE_U(Sign) CANDLE_U(Sigmoid)
 #undef CANDLE_U
   }
   return cudaErrorInvalidValue;

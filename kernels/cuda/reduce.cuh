@@ -57,6 +57,7 @@ struct SumR {
   static constexpr bool kInt = is_int_v<S>;
   using P = std::conditional_t<kInt, unsigned long long, typename SumAcc<S>::type>;
   using Out = S;
+  static constexpr int kAhead = 1;
   __device__ static P init() { return P(0); }
   __device__ static P elem(S v, int64_t) {
     if constexpr (kInt)
@@ -87,6 +88,7 @@ struct MinMaxR {
   using T = S;
   using P = compute_t<S>;
   using Out = S;
+  static constexpr int kAhead = 8;
   __device__ static P init() { return identity<P, IsMax>(); }
   __device__ static P elem(S v, int64_t) { return load(v); }
   // a NaN wins (the first one met, so its bits are an input's)
@@ -113,6 +115,7 @@ struct ArgR {
   using V = compute_t<S>;
   using P = ArgP<V>;
   using Out = uint32_t;
+  static constexpr int kAhead = 8;
   __device__ static P init() { return P{identity<V, IsMax>(), 0xffffffffu}; }
   __device__ static P elem(S v, int64_t r) { return P{load(v), static_cast<uint32_t>(r)}; }
   __device__ static P combine(P a, P b) {
@@ -159,6 +162,8 @@ inline Plan plan(const ReduceArgs& a, int sm_count) {
   }
   if (p.chunks < 1) p.chunks = 1;
   p.chunk_len = ceil_div(a.R, p.chunks);
+  // chunks start on 16-element boundaries, so that every chunk of a contiguous row takes packs
+  if (p.chunks > 1 && p.G > 1) p.chunk_len = ceil_div(p.chunk_len, 16) * 16;
   p.chunks = ceil_div(a.R, p.chunk_len);
   const int64_t items = a.n_out * p.chunks;
   const int64_t per_block = kBlock / p.G;
@@ -199,7 +204,49 @@ __global__ void __launch_bounds__(kBlock)
     const typename Red::T* xo = x + offset_of(o, a.kept);
     const int64_t r0 = c * chunk_len, r1 = a.R < r0 + chunk_len ? a.R : r0 + chunk_len;
     P p = Red::init();
-    for (int64_t r = r0 + lane; r < r1; r += G) p = Red::combine(p, Red::elem(xo[offset_of(r, a.red)], r));
+    int64_t r = r0 + lane;
+    if constexpr (G >= 32) {
+      // a contiguous row: lanes take 16-byte packs (one load for 4 floats or 8 halves)
+      using T = typename Red::T;
+      constexpr int V = static_cast<int>(16 / sizeof(T));
+      struct alignas(16) Pk {
+        T v[V];
+      };
+      if (a.red.rank == 1 && a.red.stride[0] == 1 && reinterpret_cast<uintptr_t>(xo + r0) % 16 == 0) {
+        const Pk* px = reinterpret_cast<const Pk*>(xo + r0);
+        const int64_t np = (r1 - r0) / V;
+        constexpr int U = Red::kAhead > 1 ? 2 : 1;
+        int64_t q = lane;
+        for (; q + (U - 1) * G < np; q += U * G) {
+          Pk v[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) v[u] = px[q + u * G];
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int j = 0; j < V; ++j) p = Red::combine(p, Red::elem(v[u].v[j], r0 + (q + u * G) * V + j));
+        }
+        for (; q < np; q += G) {
+          const Pk v = px[q];
+#pragma unroll
+          for (int j = 0; j < V; ++j) p = Red::combine(p, Red::elem(v.v[j], r0 + q * V + j));
+        }
+        r = r0 + np * V + lane;
+      }
+    }
+    if constexpr (Red::kAhead > 1) {
+      // kAhead loads issued before their values are folded in: a reducer whose combine is a chain
+      // of compares and selects (max, arg-max) still keeps loads in flight. (Sums are faster
+      // without: the compiler's own unrolling keeps them at the bandwidth.)
+      for (; r + (Red::kAhead - 1) * G < r1; r += Red::kAhead * G) {
+        typename Red::T v[Red::kAhead];
+#pragma unroll
+        for (int u = 0; u < Red::kAhead; ++u) v[u] = xo[offset_of(r + u * G, a.red)];
+#pragma unroll
+        for (int u = 0; u < Red::kAhead; ++u) p = Red::combine(p, Red::elem(v[u], r + u * G));
+      }
+    }
+    for (; r < r1; r += G) p = Red::combine(p, Red::elem(xo[offset_of(r, a.red)], r));
     if constexpr (G >= 32) {
 #pragma unroll
       for (int d = 16; d > 0; d /= 2) {
@@ -221,6 +268,57 @@ __global__ void __launch_bounds__(kBlock)
         out[o] = Red::finish(p);
       else
         part[o * chunks + c] = p;
+    }
+  }
+}
+
+// The column walk over packs: a thread takes V consecutive outputs (one 16-byte load per reduced
+// step; V independent accumulators) and keeps four steps' loads in flight. Each output still folds
+// its positions in order, so the results are those of the one-output-per-thread walk. For a kept
+// dim of stride 1 and a reduced dim of stride s, both whole packs (sum over dim 0 of [R, n]).
+template <typename Red>
+__global__ void __launch_bounds__(kBlock)
+    reduce_cols_k(const typename Red::T* __restrict__ x, int64_t n_out, int64_t R, int64_t rs, int64_t chunks,
+                  int64_t chunk_len, typename Red::P* __restrict__ part,
+                  typename Red::Out* __restrict__ out) {
+  using T = typename Red::T;
+  using P = typename Red::P;
+  constexpr int V = static_cast<int>(16 / sizeof(T));
+  constexpr int U = 4;
+  struct alignas(16) Pk {
+    T v[V];
+  };
+  const int64_t groups = n_out / V, items = groups * chunks;
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; w < items;
+       w += static_cast<int64_t>(gridDim.x) * kBlock) {
+    const int64_t g = w % groups, c = w / groups;
+    const T* xo = x + g * V;
+    const int64_t r0 = c * chunk_len, r1 = R < r0 + chunk_len ? R : r0 + chunk_len;
+    P p[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) p[j] = Red::init();
+    int64_t r = r0;
+    for (; r + U - 1 < r1; r += U) {
+      Pk v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) v[u] = *reinterpret_cast<const Pk*>(xo + (r + u) * rs);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) p[j] = Red::combine(p[j], Red::elem(v[u].v[j], r + u));
+    }
+    for (; r < r1; ++r) {
+      const Pk v = *reinterpret_cast<const Pk*>(xo + r * rs);
+#pragma unroll
+      for (int j = 0; j < V; ++j) p[j] = Red::combine(p[j], Red::elem(v.v[j], r));
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int64_t o = g * V + j;
+      if (chunks == 1)
+        out[o] = Red::finish(p[j]);
+      else
+        part[o * chunks + c] = p[j];
     }
   }
 }
@@ -254,10 +352,19 @@ cudaError_t run(const void* x, const ReduceArgs& a, void* out, int sm_count, voi
   auto px = static_cast<const T*>(x);
   auto po = static_cast<Out*>(out);
   auto part = static_cast<P*>(scratch);
-  switch (p.G) {
-    case 1: reduce_k<Red, 1><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
-    case 32: reduce_k<Red, 32><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
-    default: reduce_k<Red, 256><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
+  constexpr int64_t V = static_cast<int64_t>(16 / sizeof(T));
+  if (p.G == 1 && a.kept.rank == 1 && a.red.rank == 1 && a.kept.stride[0] == 1 && a.red.stride[0] != 1 &&
+      a.n_out % V == 0 && a.red.stride[0] % V == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    int64_t blocks = ceil_div(a.n_out / V * p.chunks, kBlock);
+    if (blocks > 65535LL * 32) blocks = 65535LL * 32;
+    reduce_cols_k<Red><<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(px, a.n_out, a.R, a.red.stride[0],
+                                                                        p.chunks, p.chunk_len, part, po);
+  } else {
+    switch (p.G) {
+      case 1: reduce_k<Red, 1><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
+      case 32: reduce_k<Red, 32><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
+      default: reduce_k<Red, 256><<<p.blocks, kBlock, 0, s>>>(px, a, p.chunks, p.chunk_len, part, po); break;
+    }
   }
   if (p.chunks > 1) {
     cudaError_t e = cudaGetLastError();

@@ -142,16 +142,14 @@ void empty_cache() {
 // candle_backend_register(); nothing registers at load time.
 extern "C" uint32_t candle_backend_abi_version() { return CANDLE_BACKEND_ABI_VERSION; }
 extern "C" const char* candle_backend_core_version() { return CANDLE_VERSION_STRING; }
-// Device::auto_select passes CUDA over until the backend has every kernel the programs need at
-// speed (docs/performance.md says where it stands); CANDLE_CUDA_AUTO=1 lets it pick cuda:0.
+// Device::auto_select takes cuda:0 first (before ROCm and Vulkan) when it opens; CANDLE_CUDA_AUTO=0
+// passes CUDA over (then Vulkan, if any, runs on the same GPU).
 extern "C" void candle_backend_register() {
   candle::register_backend(
       candle::DeviceKind::Cuda, [](size_t ordinal) { return candle::cuda_backend::open_device(ordinal); },
       [](std::string& why) -> std::optional<size_t> {
-        if (candle::cuda_backend::env_flag("CANDLE_CUDA_AUTO")) return 0;
-        why =
-            "the CUDA backend is not yet picked automatically (ask for it with cuda:0, or set "
-            "CANDLE_CUDA_AUTO=1)";
+        if (!candle::cuda_backend::env_flag_off("CANDLE_CUDA_AUTO")) return 0;
+        why = "CANDLE_CUDA_AUTO=0";
         return std::nullopt;
       });
 }

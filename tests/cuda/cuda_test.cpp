@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -78,10 +79,14 @@ TEST(CudaOpen, AutoSelectNeverThrows) {
   std::string why;
   Device d = Device::auto_select(&why);
   EXPECT_FALSE(why.empty());
-  // until the backend is complete, auto picks CUDA only when asked to (CANDLE_CUDA_AUTO=1)
-  if (cuda0().dev && !d.is_cuda()) {
-    EXPECT_NE(why.find("CANDLE_CUDA_AUTO"), std::string::npos) << why;
+  // where cuda:0 opens, auto takes it (unless CANDLE_CUDA_AUTO=0 says not to)
+  const char* opt = std::getenv("CANDLE_CUDA_AUTO");
+  const bool opted_out = opt && std::string(opt) == "0";
+  if (cuda0().dev && !opted_out) {
+    EXPECT_TRUE(d.is_cuda()) << why;
+    EXPECT_EQ(why.rfind("cuda:0", 0), 0u) << why;
   }
+  if (!cuda0().dev) EXPECT_FALSE(d.is_cuda()) << why;
 }
 
 TEST(CudaTransfers, EveryDtypeRoundTripsBitExactAcrossStagingSizes) {
