@@ -3,6 +3,7 @@
 // tools/bench_cuda_vs_torch.py runs it beside PyTorch on the same card.
 //   gpu_ops_speed [--device cuda:0] [--only NAME]
 // Prints one line per case: name, dtype, shape, ms per call, GB/s (bytes read + written) or TFLOP/s.
+// CANDLE_CUDA_CUDNN=0 times the conv2d cases on the backend's own kernels instead of cuDNN.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -145,6 +146,32 @@ int main(int argc, char** argv) {
       double ms = time_ms(dev, 10, [&] { (void)q.matmul(kt); });
       std::printf("%-22s %-5s %-16s %9.4f ms %8.1f TFLOP/s\n", "bmm_qkT", std::string(dtype_name(dt)).c_str(),
                   "32x2048x128x2048", ms, 2.0 * 32 * 2048 * 2048 * 128 / ms / 1e9);
+    }
+    // the upscaler's convolutions: b1, 64 -> 64 channels, 3x3, padding 1, 512x512, plain and with
+    // bias + relu fused; through cuDNN where it loads, the backend's own kernels with
+    // CANDLE_CUDA_CUDNN=0 (tensor cores for f16 / bf16; f32 on CUDA cores, then TF32 tensor cores)
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      if (!want("conv2d")) break;
+      Tensor x = Tensor::randn(0.0, 1.0, {1, 64, 512, 512}, dt, dev);
+      Tensor w = Tensor::randn(0.0, 0.1, {64, 64, 3, 3}, dt, dev),
+             bias = Tensor::randn(0.0, 0.1, {64}, dt, dev);
+      const double flop = 2.0 * 64 * 64 * 9 * 512 * 512;
+      auto report = [&](const char* name, const char* dname, double ms) {
+        std::printf("%-22s %-5s %-16s %9.4f ms %8.1f TFLOP/s\n", name, dname, "1x64x512x512_k3", ms,
+                    flop / ms / 1e9);
+        std::fflush(stdout);
+      };
+      const std::string dname(dtype_name(dt));
+      report("conv2d", dname.c_str(), time_ms(dev, 10, [&] { (void)x.conv2d(w, 1, 1, 1, 1); }));
+      report("conv2d_bias_relu", dname.c_str(),
+             time_ms(dev, 10, [&] { (void)x.conv2d_fused(w, bias, 1, 1, 1, 1, UnaryOp::Relu); }));
+#if CANDLE_GPU_OPS_SPEED_CUDA
+      if (dt == DType::F32) {
+        cuda::set_gemm_reduced_precision_f32(true);
+        report("conv2d_tf32", "f32", time_ms(dev, 10, [&] { (void)x.conv2d(w, 1, 1, 1, 1); }));
+        cuda::set_gemm_reduced_precision_f32(false);
+      }
+#endif
     }
 #if CANDLE_GPU_OPS_SPEED_MODELS
     // one training step of the bundled x4 upscaler: batch 4 of 64x64 crops, L1 against 256x256,

@@ -11,7 +11,8 @@
 //  CANDLE_CUDA_TRACE=1            log every CPU round-trip to stderr
 //  CANDLE_CUDA_TF32=1             start with set_gemm_reduced_precision_f32(true) (f32 matmuls and
 //                                 cuDNN convolutions on TF32 tensor cores)
-//  CANDLE_CUDA_CUDNN=0            never use cuDNN (it is opened at run time when present)
+//  CANDLE_CUDA_CUDNN=0            start with set_cudnn_enabled(false) (cuDNN is opened at run
+//                                 time when present)
 //  CANDLE_CUDA_AUTO=0             Device::auto_select passes CUDA over (by default it takes cuda:0
 //                                 first when it opens)
 #pragma once
@@ -31,6 +32,12 @@ void set_gemm_reduced_precision_f16(bool on);
 bool gemm_reduced_precision_f16();
 void set_gemm_reduced_precision_bf16(bool on);
 bool gemm_reduced_precision_bf16();
+
+// Convolutions through cuDNN where libcudnn.so.9 opens (on by default, off with CANDLE_CUDA_CUDNN=0);
+// off: the backend's own kernels (conv2d / conv1d on tensor cores for f16 / bf16, and for f32
+// when set_gemm_reduced_precision_f32 is on). Applies to the ops queued after the call.
+void set_cudnn_enabled(bool on);
+bool cudnn_enabled();
 
 struct Stats {
   // CPU round-trips by op name (ops without a CUDA kernel for the case)

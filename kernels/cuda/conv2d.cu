@@ -4,44 +4,13 @@
 // staged in shared memory; each of its 256 threads holds a 4 x 4 micro-tile (rows ty + 16 i,
 // pixels tx + 16 j: conflict-free shared reads, coalesced stores). The epilogue adds the bias and
 // applies the activation in the compute type, then rounds once.
-#include "common.cuh"
-#include "ew.cuh"
+#include "conv_common.cuh"
 #include "launch_conv.h"
 
 namespace candle::cuda_k {
 namespace {
 
 constexpr int BM = 64, BN = 64, BK = 16, kThreads = 256;
-
-template <typename C>
-__device__ __forceinline__ C activate(int act, C v) {
-  switch (static_cast<UnaryOp>(act)) {
-#define CANDLE_ACT(N) \
-  case UnaryOp::N: return ew::UnaryF<UnaryOp::N>{}(v);
-    CANDLE_ACT(Neg)
-    CANDLE_ACT(Recip)
-    CANDLE_ACT(Exp)
-    CANDLE_ACT(Log)
-    CANDLE_ACT(Sin)
-    CANDLE_ACT(Cos)
-    CANDLE_ACT(Tanh)
-    CANDLE_ACT(Abs)
-    CANDLE_ACT(Sqr)
-    CANDLE_ACT(Sqrt)
-    CANDLE_ACT(Gelu)
-    CANDLE_ACT(GeluErf)
-    CANDLE_ACT(Erf)
-    CANDLE_ACT(Relu)
-    CANDLE_ACT(Silu)
-    CANDLE_ACT(Ceil)
-    CANDLE_ACT(Floor)
-    CANDLE_ACT(Round)
-    CANDLE_ACT(Sign)
-    CANDLE_ACT(Sigmoid)
-#undef CANDLE_ACT
-  }
-  return v;
-}
 
 template <typename S, typename I>
 __global__ void __launch_bounds__(kThreads)
@@ -123,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
         if (n >= N) continue;
         C v = acc[i][j];
         if (a.has_bias) v = v + bv;
-        if (a.act >= 0) v = activate(a.act, v);
+        if (a.act >= 0) v = conv::activate(a.act, v);
         orow[n] = store<S>(v);
       }
     }

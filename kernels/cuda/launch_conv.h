@@ -1,5 +1,5 @@
 // The host-side entry points of the convolution, pooling and resizing kernels (conv2d.cu,
-// conv_transpose.cu, pool.cu, resize.cu). Conventions as launch.h: device pointers with the
+// conv2d_tc.cu, conv_transpose.cu, pool.cu, resize.cu). Conventions as launch.h: device pointers with the
 // operands' start offsets applied, strides in elements, dense row-major outputs, the launch's
 // cudaError_t returned.
 #pragma once
@@ -32,6 +32,12 @@ struct ConvArgs {
 // dtype (f16 / bf16 / f8 accumulate in f32).
 cudaError_t conv2d(Dt dt, const void* x, const void* w, const int64_t* taps, const void* bias, void* out,
                    const ConvArgs& a, cudaStream_t s);
+
+// The same convolution on tensor cores (conv2d_tc.cu, sm_80 and newer): f16 / bf16 products, or f32
+// operands rounded to TF32, accumulated in f32; the epilogue as conv2d's. cudaErrorInvalidValue
+// for other dtypes.
+cudaError_t conv2d_tc(Dt dt, const void* x, const void* w, const int64_t* taps, const void* bias, void* out,
+                      const ConvArgs& a, cudaStream_t s);
 
 // out [b, groups * co_g, oh, ow] = the transposed convolution of x [b, groups * ci_g, ih, iw]
 // with w dense [groups * ci_g, co_g, kh, kw] (pad/stride/dilation of ConvArgs; no epilogue).

@@ -1,6 +1,24 @@
 // cuDNN convolutions through the library's C API, resolved with dlsym (see cudnn_conv.h).
 #include "cudnn_conv.h"
 
+#include <atomic>
+
+#include "candle/cuda.h"
+
+namespace candle::cuda {
+namespace {
+// cuda::set_cudnn_enabled's switch, first set from CANDLE_CUDA_CUDNN.
+std::atomic<bool>& cudnn_switch() {
+  static std::atomic<bool> on{!cuda_backend::env_flag_off("CANDLE_CUDA_CUDNN")};
+  return on;
+}
+}  // namespace
+
+void set_cudnn_enabled(bool on) { cudnn_switch() = on; }
+bool cudnn_enabled() { return cudnn_switch(); }
+
+}  // namespace candle::cuda
+
 #if CANDLE_CUDA_NO_CUDNN_H
 namespace candle::cuda_backend {
 bool cudnn_available(std::string* why) {
@@ -30,8 +48,6 @@ bool cudnn_conv2d_grad_kernel(const CudaStorage&, const Layout&, const CudaStora
 #include <map>
 #include <mutex>
 #include <tuple>
-
-#include "candle/cuda.h"
 
 namespace candle::cuda_backend {
 namespace {
@@ -81,10 +97,6 @@ bool resolve(void* lib, const char* name, F& f) {
 const Api& api() {
   static const Api a = [] {
     Api r;
-    if (env_flag_off("CANDLE_CUDA_CUDNN")) {
-      r.why = "turned off by CANDLE_CUDA_CUDNN=0";
-      return r;
-    }
     for (const char* name : {"libcudnn.so.9", "libcudnn.so"}) {
       r.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
       if (r.lib) break;
@@ -282,7 +294,12 @@ void check_status(const Api& a, cudnnStatus_t st, const char* what) {
 
 }  // namespace
 
+// The library is opened on the first use while the switch is on (never when it is off).
 bool cudnn_available(std::string* why) {
+  if (!cuda::cudnn_enabled()) {
+    if (why) *why = "turned off (CANDLE_CUDA_CUDNN=0 or cuda::set_cudnn_enabled(false))";
+    return false;
+  }
   const Api& a = api();
   if (why) *why = a.lib ? "" : a.why;
   return a.lib != nullptr;
@@ -290,8 +307,8 @@ bool cudnn_available(std::string* why) {
 
 bool cudnn_conv2d(const CudaStorage& x, const Layout& xl, const CudaStorage& w_in, const Layout& wl_in,
                   const ParamsConv2D& p, CudaStorage& out) {
+  if (!cudnn_available()) return false;
   const Api& a = api();
-  if (!a.lib) return false;
   Context& ctx = x.ctx();
   DeviceGuard g(ctx.ordinal());
   Conv c(a);
@@ -319,8 +336,8 @@ bool cudnn_conv2d(const CudaStorage& x, const Layout& xl, const CudaStorage& w_i
 
 bool cudnn_conv2d_grad_input(const CudaStorage& g, const Layout& gl, const CudaStorage& w_in,
                              const Layout& wl_in, const ParamsConv2D& p, CudaStorage& dx) {
+  if (!cudnn_available()) return false;
   const Api& a = api();
-  if (!a.lib) return false;
   Context& ctx = g.ctx();
   DeviceGuard guard(ctx.ordinal());
   Conv c(a);
@@ -349,8 +366,8 @@ bool cudnn_conv2d_grad_input(const CudaStorage& g, const Layout& gl, const CudaS
 
 bool cudnn_conv2d_grad_kernel(const CudaStorage& x, const Layout& xl, const CudaStorage& g, const Layout& gl,
                               const ParamsConv2D& p, CudaStorage& dw) {
+  if (!cudnn_available()) return false;
   const Api& a = api();
-  if (!a.lib) return false;
   Context& ctx = x.ctx();
   DeviceGuard guard(ctx.ordinal());
   Conv c(a);

@@ -1,6 +1,6 @@
 // Optional cuDNN convolutions: libcudnn.so.9 is opened at run time (never linked); where it is
-// missing, or CANDLE_CUDA_CUDNN=0, or a case is outside what is handled here, the callers run
-// the backend's own kernels.
+// missing, or turned off (CANDLE_CUDA_CUDNN=0, cuda::set_cudnn_enabled(false)), or a case is
+// outside what is handled here, the callers run the backend's own kernels.
 #pragma once
 
 #include <string>
@@ -9,7 +9,7 @@
 
 namespace candle::cuda_backend {
 
-// Whether cuDNN loaded (why not, in `why`).
+// Whether cuDNN is on and loaded (why not, in `why`).
 bool cudnn_available(std::string* why = nullptr);
 
 // out (dense [b, c_out, out_h, out_w], allocated by the caller) = conv2d(x, w) without bias, through

@@ -1,11 +1,12 @@
 // Convolutions: conv2d / conv1d as an implicit GEMM with the bias + activation epilogue
-// (kernels/cuda/conv2d.cu), conv_transpose2d / conv_transpose1d by gathering taps
-// (kernels/cuda/conv_transpose.cu). The input is read through its layout's strides; the kernel
-// is made dense first when it is not.
+// (kernels/cuda/conv2d_tc.cu on tensor cores, kernels/cuda/conv2d.cu on CUDA cores), conv_transpose2d /
+// conv_transpose1d by gathering taps (kernels/cuda/conv_transpose.cu). The input is read through its layout's
+// strides; the kernel is made dense first when it is not.
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "candle/cuda.h"
 #include "cudnn_conv.h"
 #include "launch_conv.h"
 #include "launch_epilogue.h"
@@ -53,6 +54,16 @@ size_t coord_reach(const cuda_k::ConvArgs& a, bool transpose) {
   return ry * static_cast<size_t>(a.sh) + rx * static_cast<size_t>(a.sw);
 }
 
+// The tensor-core kernel (conv2d_tc.cu) for f16 / bf16, and for f32 only when TF32 was asked for
+// (cuda::gemm_reduced_precision_f32(); else f32 stays exact FMA arithmetic); the CUDA-core one
+// (conv2d.cu) for f64, f8e4m3, before sm_80 (no bf16 / TF32 WMMA), and for problems thinner than
+// one 16-wide MMA step (co_g or K below 16), where most of each tensor-core tile would be padding.
+bool use_tensor_cores(DType dt, const cuda_k::ConvArgs& a, int compute_capability) {
+  const bool dtype_ok =
+      dt == DType::F16 || dt == DType::BF16 || (dt == DType::F32 && cuda::gemm_reduced_precision_f32());
+  return dtype_ok && compute_capability >= 80 && a.co_g >= 16 && a.ci_g * a.kh * a.kw >= 16;
+}
+
 StoragePtr run_conv(const CudaStorage& x, const Layout& l, const BackendStorage& kb, const Layout& kl,
                     cuda_k::ConvArgs a, const ConvEpilogue* ep, const char* op) {
   if (!dtype_is_float(x.dtype())) unsupported(x.dtype(), op);
@@ -93,10 +104,12 @@ StoragePtr run_conv(const CudaStorage& x, const Layout& l, const BackendStorage&
   const size_t bias_span = bias ? span_of(ep->bias_layout) : 0;
   a.wide = span_of(l) >= kNarrow || total >= kNarrow || c_out * K >= kNarrow || bias_span >= kNarrow ||
            coord_reach(a, false) >= kNarrow;
-  x.ctx().launched(cuda_k::conv2d(dt_of(x.dtype()), x.at(l.start_offset()), w.s->at(w.first),
-                                  tt ? tt->ptr<int64_t>() : nullptr, bias ? bias->at(bias_first) : nullptr,
-                                  out->at(0), a, x.stream()),
-                   op);
+  const bool tc = use_tensor_cores(x.dtype(), a, x.ctx().compute_capability());
+  x.ctx().launched(
+      (tc ? cuda_k::conv2d_tc : cuda_k::conv2d)(
+          dt_of(x.dtype()), x.at(l.start_offset()), w.s->at(w.first), tt ? tt->ptr<int64_t>() : nullptr,
+          bias ? bias->at(bias_first) : nullptr, out->at(0), a, x.stream()),
+      op);
   return out;
 }
 
