@@ -122,6 +122,9 @@ int main(int argc, char** argv) {
       for (long r = 0; r < reps; ++r) secs.push_back(tg_once(n));
       report("tg" + std::to_string(n), n, secs);
     }
+    // ops that left the device (a GPU backend without a kernel for them): each is a CPU round-trip
+    for (const auto& [op, n] : candle::backend_stats())
+      std::fprintf(stderr, "llm_speed: %zu CPU round-trip(s) of %s\n", n, op.c_str());
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     std::fprintf(stderr, "llm_speed: peak memory %.0f MiB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);

@@ -54,6 +54,19 @@ def torch_case(name, dt, shape):
     if name == "rdn_train_step":
         return torch_rdn_train_step()
     d = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dt]
+    if name.startswith("conv2d"):
+        # 1x64x512x512, 64 -> 64 channels, 3x3, padding 1 (cuDNN; TF32 only for conv2d_tf32)
+        x = torch.randn(1, 64, 512, 512, device="cuda", dtype=d)
+        w = torch.randn(64, 64, 3, 3, device="cuda", dtype=d) * 0.1
+        b = torch.randn(64, device="cuda", dtype=d) * 0.1
+        F = torch.nn.functional
+        torch.backends.cudnn.allow_tf32 = name == "conv2d_tf32"
+        if name == "conv2d_bias_relu":
+            t = tms(lambda: F.relu(F.conv2d(x, w, b, padding=1)), 10)
+        else:
+            t = tms(lambda: F.conv2d(x, w, padding=1), 10)
+        torch.backends.cudnn.allow_tf32 = False
+        return t
     dims = [int(v) for v in shape.split("x")]
     if name.startswith("matmul") or name == "bmm_qkT":
         if name == "bmm_qkT":

@@ -3,8 +3,14 @@
 
 namespace candle::cuda_k {
 
-size_t reduce_scratch_bytes(ReduceOp, Dt, const ReduceArgs& a, int sm_count) {
-  const red::Plan p = red::plan(a, sm_count);
+size_t reduce_scratch_bytes(ReduceOp, Dt dt, const ReduceArgs& a, int sm_count) {
+  size_t esize = 0;
+  with_dtype(dt, [&]<typename S>() {
+    esize = sizeof(S);
+    return cudaSuccess;
+  });
+  if (esize == 0) return 0;
+  const red::Plan p = red::plan(a, sm_count, esize);
   if (p.chunks <= 1) return 0;
   return static_cast<size_t>(a.n_out) * static_cast<size_t>(p.chunks) * red::kMaxPartialBytes;
 }

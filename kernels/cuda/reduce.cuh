@@ -58,6 +58,7 @@ struct SumR {
   using P = std::conditional_t<kInt, unsigned long long, typename SumAcc<S>::type>;
   using Out = S;
   static constexpr int kAhead = 1;
+  static constexpr bool kAssociative = false;
   __device__ static P init() { return P(0); }
   __device__ static P elem(S v, int64_t) {
     if constexpr (kInt)
@@ -89,6 +90,7 @@ struct MinMaxR {
   using P = compute_t<S>;
   using Out = S;
   static constexpr int kAhead = 8;
+  static constexpr bool kAssociative = true;
   __device__ static P init() { return identity<P, IsMax>(); }
   __device__ static P elem(S v, int64_t) { return load(v); }
   // a NaN wins (the first one met, so its bits are an input's)
@@ -116,6 +118,7 @@ struct ArgR {
   using P = ArgP<V>;
   using Out = uint32_t;
   static constexpr int kAhead = 8;
+  static constexpr bool kAssociative = true;
   __device__ static P init() { return P{identity<V, IsMax>(), 0xffffffffu}; }
   __device__ static P elem(S v, int64_t r) { return P{load(v), static_cast<uint32_t>(r)}; }
   __device__ static P combine(P a, P b) {
@@ -142,7 +145,16 @@ struct Plan {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-inline Plan plan(const ReduceArgs& a, int sm_count) {
+// Whether the column walk can take 16-byte packs of outputs (reduce_cols_k; the pointer's
+// alignment is checked at launch): one kept dim of stride 1, one reduced dim, both whole packs.
+inline bool cols_packable(const ReduceArgs& a, size_t esize) {
+  const int64_t V = static_cast<int64_t>(16 / esize);
+  return a.kept.rank == 1 && a.red.rank == 1 && a.kept.stride[0] == 1 && a.red.stride[0] != 1 &&
+         a.n_out % V == 0 && a.red.stride[0] % V == 0;
+}
+
+// esize: the input's element size.
+inline Plan plan(const ReduceArgs& a, int sm_count, size_t esize) {
   Plan p;
   const int64_t sms = sm_count > 0 ? sm_count : 1;
   const bool column = a.red.rank > 0 && a.red.stride[a.red.rank - 1] != 1 && a.kept.rank > 0 &&
@@ -150,8 +162,11 @@ inline Plan plan(const ReduceArgs& a, int sm_count) {
   if (column || a.R <= 16) {
     p.G = 1;
     const int64_t target = sms * 2048;  // threads
-    if (column && a.n_out < target && a.R >= 128)
-      p.chunks = std::min(ceil_div(target, a.n_out), ceil_div(a.R, 64));
+    // the packed walk runs a thread per pack of outputs: more chunks keep the card busy
+    const int64_t threads =
+        column && cols_packable(a, esize) ? a.n_out / static_cast<int64_t>(16 / esize) : a.n_out;
+    if (column && threads < target && a.R >= 128)
+      p.chunks = std::min(ceil_div(target, threads), ceil_div(a.R, 64));
   } else if (a.R <= 1024) {
     p.G = 32;
   } else {
@@ -188,6 +203,28 @@ __device__ __forceinline__ int64_t offset_of(int64_t i, const RedDims& d) {
   return off;
 }
 
+// The partial of V consecutive elements starting at reduced index r. An associative reducer
+// (min / max / arg: the leftmost NaN, the lowest index among equals) folds them as a tree, which
+// gives the same result with a short dependency chain; a sum folds them in order.
+template <typename Red, int V>
+__device__ __forceinline__ typename Red::P fold_pack(const typename Red::T* v, int64_t r) {
+  if constexpr (Red::kAssociative) {
+    typename Red::P t[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) t[j] = Red::elem(v[j], r + j);
+#pragma unroll
+    for (int w = 1; w < V; w *= 2)
+#pragma unroll
+      for (int j = 0; j + w < V; j += 2 * w) t[j] = Red::combine(t[j], t[j + w]);
+    return t[0];
+  } else {
+    typename Red::P p = Red::elem(v[0], r);
+#pragma unroll
+    for (int j = 1; j < V; ++j) p = Red::combine(p, Red::elem(v[j], r + j));
+    return p;
+  }
+}
+
 template <typename Red, int G>
 __global__ void __launch_bounds__(kBlock)
     reduce_k(const typename Red::T* __restrict__ x, ReduceArgs a, int64_t chunks, int64_t chunk_len,
@@ -222,15 +259,9 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
           for (int u = 0; u < U; ++u) v[u] = px[q + u * G];
 #pragma unroll
-          for (int u = 0; u < U; ++u)
-#pragma unroll
-            for (int j = 0; j < V; ++j) p = Red::combine(p, Red::elem(v[u].v[j], r0 + (q + u * G) * V + j));
+          for (int u = 0; u < U; ++u) p = Red::combine(p, fold_pack<Red, V>(v[u].v, r0 + (q + u * G) * V));
         }
-        for (; q < np; q += G) {
-          const Pk v = px[q];
-#pragma unroll
-          for (int j = 0; j < V; ++j) p = Red::combine(p, Red::elem(v.v[j], r0 + q * V + j));
-        }
+        for (; q < np; q += G) p = Red::combine(p, fold_pack<Red, V>(px[q].v, r0 + q * V));
         r = r0 + np * V + lane;
       }
     }
@@ -348,13 +379,12 @@ cudaError_t run(const void* x, const ReduceArgs& a, void* out, int sm_count, voi
   using T = typename Red::T;
   using P = typename Red::P;
   using Out = typename Red::Out;
-  const Plan p = plan(a, sm_count);
+  const Plan p = plan(a, sm_count, sizeof(T));
   auto px = static_cast<const T*>(x);
   auto po = static_cast<Out*>(out);
   auto part = static_cast<P*>(scratch);
   constexpr int64_t V = static_cast<int64_t>(16 / sizeof(T));
-  if (p.G == 1 && a.kept.rank == 1 && a.red.rank == 1 && a.kept.stride[0] == 1 && a.red.stride[0] != 1 &&
-      a.n_out % V == 0 && a.red.stride[0] % V == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+  if (p.G == 1 && cols_packable(a, sizeof(T)) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     int64_t blocks = ceil_div(a.n_out / V * p.chunks, kBlock);
     if (blocks > 65535LL * 32) blocks = 65535LL * 32;
     reduce_cols_k<Red><<<static_cast<unsigned>(blocks), kBlock, 0, s>>>(px, a.n_out, a.R, a.red.stride[0],

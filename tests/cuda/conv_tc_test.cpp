@@ -184,7 +184,11 @@ TEST(CudaConvTc, F32UsesTf32OnlyWhenAskedFor) {
       }
       OwnKernels own(false);
       ConvRun r = conv_case(dev, DType::F32, c, kind, UnaryOp::Relu, seed);
-      test_device::expect_close(r.got, r.want, 1e-5 * rms(r.want), 1e-5, "f32 " + describe(c));
+      // exact f32 products here; the CPU reference takes its 3x3 f32 convolutions through Winograd
+      // transforms, whose rounding grows with the K products of an output (seen: 1.2e-4 on 4.2 at
+      // K 360, 8e-5 on 0.85 at K 576)
+      const double k_len = static_cast<double>(c.ci / c.groups * c.k * c.k);
+      test_device::expect_close(r.got, r.want, 1e-6 * k_len * rms(r.want), 1e-5, "f32 " + describe(c));
       // the tensor-core cases (K and c_out per group of 16 and more) rounded their operands
       if (c.ci / c.groups * c.k * c.k >= 16 && c.co / c.groups >= 16) {
         const double diff = (tf32_got - r.got).abs().max_all().to_scalar<float>();

@@ -86,7 +86,9 @@ TEST(CudaOpen, AutoSelectNeverThrows) {
     EXPECT_TRUE(d.is_cuda()) << why;
     EXPECT_EQ(why.rfind("cuda:0", 0), 0u) << why;
   }
-  if (!cuda0().dev) EXPECT_FALSE(d.is_cuda()) << why;
+  if (!cuda0().dev) {
+    EXPECT_FALSE(d.is_cuda()) << why;
+  }
 }
 
 TEST(CudaTransfers, EveryDtypeRoundTripsBitExactAcrossStagingSizes) {
