@@ -328,7 +328,8 @@ StoragePtr BackendStorage::rope(RopeKind, const Layout&, const BackendStorage&, 
                                 const BackendStorage&, const Layout&) const {
   return nullptr;
 }
-// Quantized blocks have no generic kernel: nullptr lets candle::quantized dequantize on the host.
+// Quantized blocks have no generic kernel: nullptr lets candle::quantized dequantize on the host
+// (and keep no copy of the blocks on this device).
 StoragePtr BackendStorage::qmatmul(const Layout&, const BackendStorage&, const Layout&, uint32_t, size_t,
                                    size_t) const {
   return nullptr;

@@ -101,11 +101,10 @@ Tensor QMatMul::forward(const Tensor& x) const {
                                                ", the " + std::string(ggml_dtype_name(w.dtype())) +
                                                " weight on " + w.device().to_string());
   if (!x.device().is_cpu()) {
-    // a weight without elements has no blocks to upload, and nothing to compute
-    if (!w.device_data().defined())
-      return x.broadcast_matmul(w.dequantize(x.device()).to_dtype(x.dtype()).t());
-    if (Tensor y = device_qmatmul(w, x); y.defined()) return y;
-    count_cpu_fallback("qmatmul_dequantize");
+    if (w.device_data().defined())
+      if (Tensor y = device_qmatmul(w, x); y.defined()) return y;
+    // (a weight without elements has no blocks on the device, and nothing to compute)
+    if (w.shape().elem_count() != 0) count_cpu_fallback("qmatmul_dequantize");
     return x.broadcast_matmul(w.dequantize(x.device()).to_dtype(x.dtype()).t());
   }
   Tensor xf = x.to_dtype(DType::F32).contiguous();

@@ -174,13 +174,14 @@ TEST(CudaQuantized, QMatMulMatchesTheExactProduct) {
             y = y.reshape({3, kN});
           }
           // decode: 8-bit activations (an error of at most amax / 254 per element of each block of
-          // 32, about 1% of sum|w x| for normal x at worst); prefill: f16 operands (2 * 2^-11),
-          // plus f16 output rounding (2^-11) for f16 x
-          const double tol = m <= 8 ? 0.02 : (dt == DType::F16 ? 2e-3 : 1.5e-3);
+          // 32, about 1% of sum|w x| for normal x if every error had the same sign; they cancel, and
+          // 5e-3 is several times what an emulation of the kernels on the CPU gives); prefill: f16
+          // operands (2 * 2^-11), plus f16 output rounding (2^-11) for f16 x
+          const double tol = m <= 8 ? 5e-3 : (dt == DType::F16 ? 2e-3 : 1.5e-3);
           expect_product(y, x, wd, tol, "cuda " + what);
           // the CPU has no Q8_1 / Q8_K weight kernels (activation types in ggml)
           if (t != GgmlDType::Q8_1 && t != GgmlDType::Q8K)
-            expect_product(cpu_mm.forward(x), x, wd, 0.02, "cpu " + what);
+            expect_product(cpu_mm.forward(x), x, wd, 1e-2, "cpu " + what);
         }
     }
 }
@@ -196,7 +197,7 @@ TEST(CudaQuantized, QMatMulTakesBf16AndEmptyInputs) {
   Tensor y = mm.forward(x.to_device(dev));
   expect_no_fallbacks("bf16");
   EXPECT_EQ(y.dtype(), DType::BF16);
-  expect_product(y, x, cpu_q.dequantize(cpu), 0.02 + 8e-3, "bf16");  // plus bf16 output rounding
+  expect_product(y, x, cpu_q.dequantize(cpu), 5e-3 + 4e-3, "bf16");  // plus bf16 output rounding (2^-8)
   Tensor e = mm.forward(Tensor::zeros({0, 256}, DType::F32, dev));
   EXPECT_EQ(e.dims(), (std::vector<size_t>{0, kN}));
 }

@@ -19,9 +19,9 @@ namespace candle::quantized {
 class QTensor {
  public:
   // Blocks already in memory: `owner` keeps `bytes` alive (a memory-mapped file, a vector);
-  // nothing is copied on the CPU. On another device the blocks are also uploaded, once, to a U8
-  // tensor there (device_data()), which that device's quantized kernels read; the host view
-  // stays. Throws when bytes.size() is not what shape and dtype need.
+  // nothing is copied on the CPU. On another device whose backend has kernels for the type, the
+  // blocks are also uploaded, once, to a U8 tensor there (device_data()), which those kernels
+  // read; the host view stays. Throws when bytes.size() is not what shape and dtype need.
   static QTensor from_bytes(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,
                             GgmlDType dtype, const Device& device = Device::cpu());
   // candle's QTensor::quantize: a float tensor (any float dtype; its last dim a multiple of the
@@ -39,7 +39,8 @@ class QTensor {
   const Shape& shape() const { return shape_; }
   const Device& device() const { return device_; }
   size_t storage_size_in_bytes() const { return bytes_.size(); }
-  // The blocks as a 1-D U8 tensor on device() (undefined on the CPU, where data() is read).
+  // The blocks as a 1-D U8 tensor on device() (undefined on the CPU and on devices without
+  // kernels for the type, where data() is read).
   const Tensor& device_data() const { return device_blocks_; }
 
  private:
