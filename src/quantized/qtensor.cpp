@@ -34,12 +34,16 @@ QTensor::QTensor(std::shared_ptr<const void> owner, std::span<const uint8_t> byt
       dtype_(dtype),
       device_(std::move(device)) {
   if (device_.is_cpu() || bytes_.empty()) return;
+  // a backend without kernels for the type (nullptr when asked for no values) would only hold the
+  // copy: nothing is uploaded, and everything runs from the host blocks as before
+  constexpr size_t kProbeBytes = 16;
+  const StoragePtr probe = device_.backend().alloc(DType::U8, kProbeBytes);
+  if (!probe->qdequantize(Layout::contiguous(Shape{kProbeBytes}), static_cast<uint32_t>(dtype_), 0,
+                          DType::F32))
+    return;
   StoragePtr s = device_.backend().from_host(bytes_.data(), DType::U8, bytes_.size());
-  const Layout l = Layout::contiguous(Shape{bytes_.size()});
-  // a backend without kernels for the type (nullptr for no values) would only hold the copy: it is
-  // dropped, and everything runs from the host blocks as before
-  if (!s->qdequantize(l, static_cast<uint32_t>(dtype_), 0, DType::F32)) return;
-  device_blocks_ = Tensor::from_storage(std::move(s), l, DType::U8, device_);
+  device_blocks_ =
+      Tensor::from_storage(std::move(s), Layout::contiguous(Shape{bytes_.size()}), DType::U8, device_);
 }
 
 QTensor QTensor::from_bytes(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,

@@ -295,8 +295,9 @@ class BackendStorage {
   virtual StoragePtr qmatmul(const Layout& blocks_l, const BackendStorage& x, const Layout& x_l,
                              uint32_t ggml_type, size_t n, size_t k) const;
   // The first `elems` values of the blocks as `out` (F32 or F16), the CPU dequantizer's values.
-  // candle::quantized asks for 0 values when it uploads blocks: nullptr then means that this
-  // backend has no kernels for the type at all, and the upload is dropped.
+  // candle::quantized asks for 0 values (of a small scratch storage) before it uploads blocks:
+  // nullptr then means that this backend has no kernels for the type at all, and nothing is
+  // uploaded.
   virtual StoragePtr qdequantize(const Layout& blocks_l, uint32_t ggml_type, size_t elems, DType out) const;
 
   // ---- optimizer steps, in place. Return false when this backend has no kernel for the case
