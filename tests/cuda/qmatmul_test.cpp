@@ -48,11 +48,15 @@ constexpr GgmlDType kTypes[] = {GgmlDType::Q4_0,   GgmlDType::Q4_1,  GgmlDType::
 
 std::string name(GgmlDType t) { return std::string(quantized::ggml_dtype_name(t)); }
 
-// The k values each type is tested with: 512 for all, and 256 (a single super-block) for the
-// 256-blocks.
+// The k values each type is tested with: 512 for all, 256 (a single super-block) for the
+// 256-blocks, and for the benchmark types 4352 (17 super-blocks: rows whose items do not divide
+// evenly among a warp's lanes).
 std::vector<size_t> ks_of(GgmlDType t) {
-  if (quantized::ggml_block_size(t) == 256) return {256, 512};
-  return {512};
+  std::vector<size_t> ks = {512};
+  if (quantized::ggml_block_size(t) == 256) ks.insert(ks.begin(), 256);
+  if (t == GgmlDType::Q4_0 || t == GgmlDType::Q8_0 || t == GgmlDType::Q4K || t == GgmlDType::Q6K)
+    ks.push_back(4352);
+  return ks;
 }
 
 // n = 70: not a multiple of the kernels' rows per thread block (4)
