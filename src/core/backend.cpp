@@ -328,6 +328,13 @@ StoragePtr BackendStorage::rope(RopeKind, const Layout&, const BackendStorage&, 
                                 const BackendStorage&, const Layout&) const {
   return nullptr;
 }
+// Quantized blocks have no generic kernel: nullptr lets candle::quantized dequantize on the host
+// (and keep no copy of the blocks on this device).
+StoragePtr BackendStorage::qmatmul(const Layout&, const BackendStorage&, const Layout&, uint32_t, size_t,
+                                   size_t) const {
+  return nullptr;
+}
+StoragePtr BackendStorage::qdequantize(const Layout&, uint32_t, size_t, DType) const { return nullptr; }
 StoragePtr BackendStorage::scaled_dot_product_attention(const Layout&, const BackendStorage&, const Layout&,
                                                         const BackendStorage&, const Layout&,
                                                         const AttentionParams&) const {

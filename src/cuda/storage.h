@@ -98,6 +98,10 @@ class CudaStorage final : public BackendStorage {
   bool adamw_step_set(const Layout& l, BackendStorage& m, const Layout& m_l, BackendStorage& v,
                       const Layout& v_l, const BackendStorage& g, const Layout& g_l,
                       const AdamWStep& c) override;
+  // GGML quantized blocks (ops_quant.cpp): `this` is the U8 storage of a QTensor's blocks
+  StoragePtr qmatmul(const Layout& blocks_l, const BackendStorage& x, const Layout& x_l, uint32_t ggml_type,
+                     size_t n, size_t k) const override;
+  StoragePtr qdequantize(const Layout& blocks_l, uint32_t ggml_type, size_t elems, DType out) const override;
   // conv (ops_conv.cpp: convolutions; ops_resize.cpp: pooling, resizing)
   StoragePtr conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
                     const ParamsConv1D& p) const override;

@@ -1,6 +1,7 @@
 // QMatMul: x @ w^T for a quantized weight. On the CPU it is a custom op over the block kernels
-// (qmatmul_cpu.h); devices without quantized kernels dequantize the weight and multiply there
-// (counted in backend_stats() as "qmatmul_dequantize").
+// (qmatmul_cpu.h); on another device it is the backend's qmatmul over the blocks uploaded there
+// (QTensor::device_data()), and devices without a kernel for the type dequantize the weight and
+// multiply there (counted in backend_stats() as "qmatmul_dequantize").
 #include <string>
 #include <vector>
 
@@ -64,11 +65,46 @@ GgmlDType QMatMul::dtype() const {
   return GgmlDType::F32;
 }
 
+namespace {
+
+// The backend's product of x (..., k) with the blocks on the weight's device, as (..., n) in x's
+// dtype; undefined where the backend has no kernel for the type.
+Tensor device_qmatmul(const QTensor& w, const Tensor& x) {
+  const size_t n = w.shape().dims()[0], k = w.shape().dims()[1];
+  const auto& xd = x.dims();
+  if (xd.empty() || xd.back() != k)
+    throw Error(ErrorKind::ShapeMismatch,
+                "qmatmul: the input's last dim is " +
+                    (xd.empty() ? std::string("missing") : std::to_string(xd.back())) + ", the weight's " +
+                    std::to_string(k));
+  const Tensor& blocks = w.device_data();
+  DType dt = x.dtype();
+  Tensor xc = (dt == DType::F32 || dt == DType::F16 || dt == DType::BF16) ? x : x.to_dtype(DType::F32);
+  xc = xc.contiguous();
+  StoragePtr s = blocks.storage()->qmatmul(blocks.layout(), *xc.storage(), xc.layout(),
+                                           static_cast<uint32_t>(w.dtype()), n, k);
+  if (!s) return {};
+  std::vector<size_t> od(xd.begin(), xd.end());
+  od.back() = n;
+  Shape shape(od);
+  Tensor y = Tensor::from_storage(std::move(s), Layout::contiguous(shape), DType::F32, x.device());
+  return dt == DType::F32 ? y : y.to_dtype(dt);
+}
+
+}  // namespace
+
 Tensor QMatMul::forward(const Tensor& x) const {
   if (const auto* t = std::get_if<Tensor>(&w_)) return x.broadcast_matmul(t->to_dtype(x.dtype()).t());
   const QTensor& w = **std::get_if<std::shared_ptr<const QTensor>>(&w_);
+  if (!x.device().same_device(w.device()))
+    throw Error(ErrorKind::DeviceMismatch, "QMatMul::forward: the input is on " + x.device().to_string() +
+                                               ", the " + std::string(ggml_dtype_name(w.dtype())) +
+                                               " weight on " + w.device().to_string());
   if (!x.device().is_cpu()) {
-    count_cpu_fallback("qmatmul_dequantize");
+    if (w.device_data().defined())
+      if (Tensor y = device_qmatmul(w, x); y.defined()) return y;
+    // (a weight without elements has no blocks on the device, and nothing to compute)
+    if (w.shape().elem_count() != 0) count_cpu_fallback("qmatmul_dequantize");
     return x.broadcast_matmul(w.dequantize(x.device()).to_dtype(x.dtype()).t());
   }
   Tensor xf = x.to_dtype(DType::F32).contiguous();

@@ -1,8 +1,10 @@
-// QTensor: GGML blocks in host memory (owned, or a view of a memory-mapped file).
+// QTensor: GGML blocks in host memory (owned, or a view of a memory-mapped file), and a copy on
+// the QTensor's device when that is not the CPU.
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "candle/backend/backend.h"
 #include "candle/error.h"
 #include "candle/quantized/quantized.h"
 #include "codec.h"
@@ -30,7 +32,19 @@ QTensor::QTensor(std::shared_ptr<const void> owner, std::span<const uint8_t> byt
       bytes_(bytes),
       shape_(std::move(shape)),
       dtype_(dtype),
-      device_(std::move(device)) {}
+      device_(std::move(device)) {
+  if (device_.is_cpu() || bytes_.empty()) return;
+  // a backend without kernels for the type (nullptr when asked for no values) would only hold the
+  // copy: nothing is uploaded, and everything runs from the host blocks as before
+  constexpr size_t kProbeBytes = 16;
+  const StoragePtr probe = device_.backend().alloc(DType::U8, kProbeBytes);
+  if (!probe->qdequantize(Layout::contiguous(Shape{kProbeBytes}), static_cast<uint32_t>(dtype_), 0,
+                          DType::F32))
+    return;
+  StoragePtr s = device_.backend().from_host(bytes_.data(), DType::U8, bytes_.size());
+  device_blocks_ =
+      Tensor::from_storage(std::move(s), Layout::contiguous(Shape{bytes_.size()}), DType::U8, device_);
+}
 
 QTensor QTensor::from_bytes(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,
                             GgmlDType dtype, const Device& device) {
@@ -70,7 +84,24 @@ QTensor QTensor::quantize_imatrix(const Tensor& t, std::span<const float> imatri
   return quantize_impl(t, dtype, imatrix.data(), imatrix.size());
 }
 
+namespace {
+
+// the device kernel's values, or an undefined tensor where the blocks are not on `device` or it
+// has no kernel for the type
+Tensor dequantize_on_device(const Tensor& blocks, const Device& device, const Shape& shape, GgmlDType dtype,
+                            DType out) {
+  if (!blocks.defined() || !blocks.device().same_device(device)) return {};
+  StoragePtr s =
+      blocks.storage()->qdequantize(blocks.layout(), static_cast<uint32_t>(dtype), shape.elem_count(), out);
+  if (!s) return {};
+  return Tensor::from_storage(std::move(s), Layout::contiguous(shape), out, device);
+}
+
+}  // namespace
+
 Tensor QTensor::dequantize(const Device& device) const {
+  if (Tensor t = dequantize_on_device(device_blocks_, device, shape_, dtype_, DType::F32); t.defined())
+    return t;
   size_t row = shape_.dims().back();
   size_t rows = row ? shape_.elem_count() / row : 0;
   std::vector<float> out(shape_.elem_count());
@@ -78,6 +109,10 @@ Tensor QTensor::dequantize(const Device& device) const {
   return Tensor::from_vec(out, shape_, device);
 }
 
-Tensor QTensor::dequantize_f16(const Device& device) const { return dequantize(device).to_dtype(DType::F16); }
+Tensor QTensor::dequantize_f16(const Device& device) const {
+  if (Tensor t = dequantize_on_device(device_blocks_, device, shape_, dtype_, DType::F16); t.defined())
+    return t;
+  return dequantize(device).to_dtype(DType::F16);
+}
 
 }  // namespace candle::quantized

@@ -45,6 +45,17 @@ TEST(QTensor, FromBytesChecksTheSize) {
   EXPECT_THROW(QTensor::from_bytes(bytes, view, Shape{}, GgmlDType::Q8_0), Error);
 }
 
+TEST(QTensor, FromBytesOnTheCpuIsAViewWithNoDeviceCopy) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(68, uint8_t{0});
+  std::span<const uint8_t> view(bytes->data(), bytes->size());
+  QTensor q = QTensor::from_bytes(bytes, view, {2, 32}, GgmlDType::Q8_0);
+  EXPECT_EQ(q.data().data(), bytes->data());
+  EXPECT_EQ(q.data().size(), 68u);
+  EXPECT_TRUE(q.device().is_cpu());
+  EXPECT_FALSE(q.device_data().defined());
+  EXPECT_EQ(q.dequantize(Device::cpu()).flatten_to_vec<float>(), std::vector<float>(64, 0.f));
+}
+
 TEST(QTensor, QuantizeRejectsPartialBlocksAndIntegerTensors) {
   EXPECT_THROW(QTensor::quantize(arange_f32(100, {100}), GgmlDType::Q4K), Error);
   EXPECT_THROW(QTensor::quantize(Tensor::zeros({2, 32}, DType::I64, Device::cpu()), GgmlDType::Q8_0), Error);

@@ -286,6 +286,20 @@ class BackendStorage {
   // Whether this storage and `other` may hold the same memory (in-place ops refuse that).
   virtual bool shares_memory_with(const BackendStorage& other) const { return this == &other; }
 
+  // ---- GGML quantized blocks (candle::quantized, src/quantized). `this` is a U8 storage holding
+  // the blocks of a weight of ggml type `ggml_type` (quantized::GgmlDType's value) as GGUF lays
+  // them out, from blocks_l's start offset. Default: nullptr, meaning "no kernel here" (the
+  // caller dequantizes on the host and multiplies, counted as "qmatmul_dequantize").
+  // x (m, k) contiguous, f32 / f16 / bf16, times the weight (n rows of k) as x @ w^T -> (m, n)
+  // f32, m = x_l.elem_count() / k.
+  virtual StoragePtr qmatmul(const Layout& blocks_l, const BackendStorage& x, const Layout& x_l,
+                             uint32_t ggml_type, size_t n, size_t k) const;
+  // The first `elems` values of the blocks as `out` (F32 or F16), the CPU dequantizer's values.
+  // candle::quantized asks for 0 values (of a small scratch storage) before it uploads blocks:
+  // nullptr then means that this backend has no kernels for the type at all, and nothing is
+  // uploaded.
+  virtual StoragePtr qdequantize(const Layout& blocks_l, uint32_t ggml_type, size_t elems, DType out) const;
+
   // ---- optimizer steps, in place. Return false when this backend has no kernel for the case
   // (the caller composes tensor ops). `this` is theta; m, v and g have its shape.
   virtual bool adamw_step_set(const Layout& l, BackendStorage& m, const Layout& m_l, BackendStorage& v,

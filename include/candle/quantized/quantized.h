@@ -19,7 +19,9 @@ namespace candle::quantized {
 class QTensor {
  public:
   // Blocks already in memory: `owner` keeps `bytes` alive (a memory-mapped file, a vector);
-  // nothing is copied. Throws when bytes.size() is not what shape and dtype need.
+  // nothing is copied on the CPU. On another device whose backend has kernels for the type, the
+  // blocks are also uploaded, once, to a U8 tensor there (device_data()), which those kernels
+  // read; the host view stays. Throws when bytes.size() is not what shape and dtype need.
   static QTensor from_bytes(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape,
                             GgmlDType dtype, const Device& device = Device::cpu());
   // candle's QTensor::quantize: a float tensor (any float dtype; its last dim a multiple of the
@@ -27,7 +29,9 @@ class QTensor {
   static QTensor quantize(const Tensor& t, GgmlDType dtype);
   static QTensor quantize_imatrix(const Tensor& t, std::span<const float> imatrix, GgmlDType dtype);
 
-  Tensor dequantize(const Device& device) const;  // f32
+  // f32 / f16 values on `device`: by that device's kernel when the blocks are there (and it has
+  // one), else on the host and uploaded.
+  Tensor dequantize(const Device& device) const;
   Tensor dequantize_f16(const Device& device) const;
   // the raw blocks
   std::span<const uint8_t> data() const { return bytes_; }
@@ -35,6 +39,9 @@ class QTensor {
   const Shape& shape() const { return shape_; }
   const Device& device() const { return device_; }
   size_t storage_size_in_bytes() const { return bytes_.size(); }
+  // The blocks as a 1-D U8 tensor on device() (undefined on the CPU and on devices without
+  // kernels for the type, where data() is read).
+  const Tensor& device_data() const { return device_blocks_; }
 
  private:
   QTensor(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape, GgmlDType dtype,
@@ -44,11 +51,12 @@ class QTensor {
   Shape shape_;
   GgmlDType dtype_;
   Device device_;
+  Tensor device_blocks_;
 };
 
 // x @ w^T for a weight w of shape (n, k): x (..., k) -> (..., n). A QTensor of a block type runs
-// the quantized kernels; f32 / f16 / bf16 weights are dequantized once at construction and
-// multiply as plain tensors (candle's QMatMul::Tensor).
+// the quantized kernels of its device (x must be on the same device); f32 / f16 / bf16 weights
+// are dequantized once at construction and multiply as plain tensors (candle's QMatMul::Tensor).
 class QMatMul {
  public:
   static QMatMul from_qtensor(const QTensor& w);

@@ -1,0 +1,134 @@
+// The quantized matrix-vector product of decoding (m <= kQmvMaxRows activation rows): the
+// activations are quantized on the GPU to 8-bit blocks of 32 (quantize_acts_q8), then one warp per
+// weight row walks the row's items (quant.cuh: a block, or the units of a super-block that share
+// quant bytes), lane by lane so that a warp's loads cover contiguous bytes, decodes each item once
+// and takes its integer dot products (__dp4a) with all m activation rows. Per unit of 32:
+//   y += dx * (d * sum_h sc_h * sum_{i in h} q_i xq_i - dm * sum_h mn_h * sum_{i in h} xq_i)
+// over its two halves h of 16, in f32.
+#include "common.cuh"
+#include "launch_quant.h"
+#include "quant.cuh"
+
+namespace candle::cuda_k {
+namespace {
+
+using namespace quant;
+
+// One warp per block of 32 activations: d = amax / 127, q = round(x / d) (ties to even), and the
+// sums of each 16 quants.
+template <typename S>
+__global__ void quantize_acts_k(const S* __restrict__ x, uint64_t blocks, int8_t* __restrict__ q,
+                                float* __restrict__ d, int32_t* __restrict__ sums) {
+  const unsigned lane = threadIdx.x % 32;
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * (blockDim.x / 32);
+  for (uint64_t b = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; b < blocks;
+       b += warps) {
+    const float v = load(x[b * 32 + lane]);
+    float amax = fabsf(v);
+    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const int qi = max(-127, min(127, __float2int_rn(v * id)));
+    q[b * 32 + lane] = static_cast<int8_t>(qi);
+    int s = qi;
+    for (int o = 8; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);  // within each half-warp
+    if (lane % 16 == 0) sums[b * 2 + lane / 16] = s;
+    if (lane == 0) d[b] = amax / 127.0f;
+  }
+}
+
+constexpr int kWarpsPerBlock = 4;
+
+template <uint32_t T, int M>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    qmatvec_k(const uint8_t* __restrict__ w, uint64_t row_bytes, int n, int k, int m,
+              const int8_t* __restrict__ xq, const float* __restrict__ xd, const int32_t* __restrict__ xs,
+              float* __restrict__ y) {
+  using Q = QT<T>;
+  constexpr int kU = Q::kUnits, kItemElems = 32 * kU, kItemsPerBlock = Q::kQK / kItemElems;
+  const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
+  if (row >= n) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const uint8_t* wr = w + static_cast<uint64_t>(row) * row_bytes;
+  const int items = k / kItemElems, units = k / 32;
+  float acc[M];
+#pragma unroll
+  for (int j = 0; j < M; ++j) acc[j] = 0.0f;
+#pragma unroll 2
+  for (int it = lane; it < items; it += 32) {
+    Item<kU> q;
+    Q::decode(wr + static_cast<uint64_t>(it / kItemsPerBlock) * Q::kSize, it % kItemsPerBlock, q);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int unit = it * kU + u;
+#pragma unroll
+      for (int j = 0; j < M; ++j) {
+        if (j >= m) break;
+        const int8_t* xp = xq + static_cast<uint64_t>(j) * k + static_cast<uint64_t>(unit) * 32;
+        const int4 a0 = *reinterpret_cast<const int4*>(xp), a1 = *reinterpret_cast<const int4*>(xp + 16);
+        const int s0 = __dp4a(q.q[u][3], a0.w,
+                              __dp4a(q.q[u][2], a0.z, __dp4a(q.q[u][1], a0.y, __dp4a(q.q[u][0], a0.x, 0))));
+        const int s1 = __dp4a(q.q[u][7], a1.w,
+                              __dp4a(q.q[u][6], a1.z, __dp4a(q.q[u][5], a1.y, __dp4a(q.q[u][4], a1.x, 0))));
+        const uint64_t xb = static_cast<uint64_t>(j) * units + unit;
+        float v = q.d * static_cast<float>(q.sc[u][0] * s0 + q.sc[u][1] * s1);
+        if constexpr (Q::kHasMin)
+          v -= q.dm * static_cast<float>(q.mn[u][0] * xs[2 * xb] + q.mn[u][1] * xs[2 * xb + 1]);
+        acc[j] += xd[xb] * v;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < M; ++j)
+    for (int o = 16; o > 0; o /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < M; ++j)
+      if (j < m) y[static_cast<uint64_t>(j) * n + row] = acc[j];
+  }
+}
+
+template <uint32_t T, int M>
+cudaError_t launch_qmv(const void* w, size_t row_bytes, size_t n, size_t k, size_t m, const int8_t* q,
+                       const float* d, const int32_t* sums, float* y, cudaStream_t s) {
+  const auto blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  qmatvec_k<T, M><<<blocks, kWarpsPerBlock * 32, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                         static_cast<int>(n), static_cast<int>(k),
+                                                         static_cast<int>(m), q, d, sums, y);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t quantize_acts_q8(Dt dt, const void* x, size_t m, size_t k, int8_t* q, float* d, int32_t* sums,
+                             cudaStream_t s) {
+  const uint64_t blocks = static_cast<uint64_t>(m) * (k / 32);
+  if (blocks == 0) return cudaSuccess;
+  const auto grid = grid_for(static_cast<int64_t>(blocks) * 32);
+  switch (dt) {
+    case Dt::F32:
+      quantize_acts_k<<<grid, kBlock, 0, s>>>(static_cast<const float*>(x), blocks, q, d, sums);
+      break;
+    case Dt::F16:
+      quantize_acts_k<<<grid, kBlock, 0, s>>>(static_cast<const __half*>(x), blocks, q, d, sums);
+      break;
+    case Dt::BF16:
+      quantize_acts_k<<<grid, kBlock, 0, s>>>(static_cast<const __nv_bfloat16*>(x), blocks, q, d, sums);
+      break;
+    default: return cudaErrorNotSupported;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t qmatvec(uint32_t ggml_type, const void* w, size_t row_bytes, size_t n, size_t k, size_t m,
+                    const int8_t* q, const float* d, const int32_t* sums, float* y, cudaStream_t s) {
+  if (n == 0 || m == 0) return cudaSuccess;
+  if (m > kQmvMaxRows || n > INT32_MAX || k > INT32_MAX) return cudaErrorInvalidValue;
+  return with_qtype<true>(ggml_type, [&]<uint32_t T>() {
+    if (m == 1) return launch_qmv<T, 1>(w, row_bytes, n, k, m, q, d, sums, y, s);
+    if (m == 2) return launch_qmv<T, 2>(w, row_bytes, n, k, m, q, d, sums, y, s);
+    if (m <= 4) return launch_qmv<T, 4>(w, row_bytes, n, k, m, q, d, sums, y, s);
+    return launch_qmv<T, 8>(w, row_bytes, n, k, m, q, d, sums, y, s);
+  });
+}
+
+}  // namespace candle::cuda_k

@@ -1,0 +1,127 @@
+// GGML quantized blocks on CUDA (candle::quantized's QTensor / QMatMul through BackendStorage's
+// qdequantize / qmatmul; kernels: kernels/cuda/qdequant.cu, qmatmul.cu, quant.cuh).
+//  - qdequantize: every block type and f32 / f16 / bf16, the CPU dequantizer's values exactly.
+//  - qmatmul, m <= kQmvMaxRows (decoding): the activations quantized to 8-bit blocks of 32, then a
+//    dp4a matrix-vector kernel over the weight's blocks, every quantized type.
+//  - qmatmul, larger m (prefill): the weight dequantized to f16 in a scratch buffer and one cuBLAS
+//    GEMM, f16 operands (x rounded to f16 on the GPU), f32 accumulation and output. Against the
+//    exact product of the dequantized weight, the two f16 roundings bound the error by about
+//    2^-10 sum_i |w_i x_i| (the tests allow 2e-3 of it), well below what the weight's own
+//    quantization already costs, so f32 operands (SGEMM, twice the scratch and a slower GEMM)
+//    would buy nothing visible. The limit: an f32 activation beyond f16's range (65504) becomes
+//    infinite here.
+#include <cublas_v2.h>
+
+#include <string>
+
+#include "launch_quant.h"
+#include "storage.h"
+
+namespace candle::cuda_backend {
+namespace {
+
+[[noreturn]] void internal(const std::string& msg) { throw Error(ErrorKind::Internal, "cuda: " + msg); }
+
+// The device address of the first of `need` block bytes of the U8 storage s under layout l,
+// checked to lie inside it and to be 16-byte aligned (the kernels' vector loads).
+const void* checked_blocks(const CudaStorage& s, const Layout& l, size_t need, const char* op) {
+  if (s.dtype() != DType::U8)
+    internal(std::string(op) + ": the blocks are a " + std::string(dtype_name(s.dtype())) +
+             " storage, not u8");
+  if (!l.is_contiguous() || l.elem_count() < need || l.start_offset() > s.elem_count() ||
+      l.elem_count() > s.elem_count() - l.start_offset())
+    internal(std::string(op) + ": " + std::to_string(need) + " block bytes do not lie in a storage of " +
+             std::to_string(s.elem_count()) + " bytes (layout of " + std::to_string(l.elem_count()) +
+             " from " + std::to_string(l.start_offset()) + ")");
+  const void* p = s.at(l.start_offset());
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+    internal(std::string(op) + ": the blocks are not 16-byte aligned");
+  return p;
+}
+
+void check_blas(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) fail(std::string(what) + ": " + cublasGetStatusString(st));
+}
+
+size_t mul_checked(size_t a, size_t b, const char* op) {
+  if (a != 0 && b > SIZE_MAX / a) internal(std::string(op) + ": size overflow");
+  return a * b;
+}
+
+}  // namespace
+
+StoragePtr CudaStorage::qdequantize(const Layout& blocks_l, uint32_t ggml_type, size_t elems,
+                                    DType out) const {
+  size_t qk = 0, bytes = 0;
+  if ((out != DType::F32 && out != DType::F16) || !cuda_k::qtype_layout(ggml_type, qk, bytes)) return nullptr;
+  if (elems % qk != 0)
+    internal("qdequantize: " + std::to_string(elems) + " values are not whole blocks of " +
+             std::to_string(qk));
+  const void* src =
+      checked_blocks(*this, blocks_l, mul_checked(elems / qk, bytes, "qdequantize"), "qdequantize");
+  auto o = cdev().make(out, elems);
+  if (elems == 0) return o;
+  ctx().launched(cuda_k::qdequantize(ggml_type, src, elems, out == DType::F16, o->at(0), stream()),
+                 "qdequantize");
+  return o;
+}
+
+StoragePtr CudaStorage::qmatmul(const Layout& blocks_l, const BackendStorage& x_b, const Layout& x_l,
+                                uint32_t ggml_type, size_t n, size_t k) const {
+  size_t qk = 0, bytes = 0;
+  // f32 / f16 / bf16 weights are plain tensors (QMatMul multiplies them with matmul)
+  if (!cuda_k::qtype_layout(ggml_type, qk, bytes) || qk == 1) return nullptr;
+  const CudaStorage& x = as_cuda(x_b, "qmatmul");
+  const DType xdt = x.dtype();
+  if (xdt != DType::F32 && xdt != DType::F16 && xdt != DType::BF16) return nullptr;
+  if (k == 0 || k % qk != 0)
+    internal("qmatmul: k = " + std::to_string(k) + " is not a positive multiple of the block size " +
+             std::to_string(qk));
+  const size_t row_bytes = k / qk * bytes;
+  const void* w = checked_blocks(*this, blocks_l, mul_checked(n, row_bytes, "qmatmul"), "qmatmul");
+  if (x_l.elem_count() % k != 0)
+    internal("qmatmul: the input's " + std::to_string(x_l.elem_count()) + " elements are not rows of " +
+             std::to_string(k));
+  const size_t m = x_l.elem_count() / k;
+  auto out = cdev().make(DType::F32, mul_checked(m, n, "qmatmul"));
+  if (m == 0 || n == 0) return out;
+  Dense xd = dense(x, x_l);
+  Context& c = ctx();
+  if (m <= cuda_k::kQmvMaxRows) {
+    // scratch: the quants (m k bytes), then the scales and the sums of 16 (k is a multiple of 32,
+    // so every part starts 4-byte aligned and the quants' rows 16-byte aligned)
+    const size_t nq = m * k, nd = nq / 32, ns = nq / 16;
+    BlockPtr scratch = c.alloc(nq + 4 * nd + 4 * ns);
+    auto* q = static_cast<int8_t*>(scratch->ptr);
+    auto* d = reinterpret_cast<float*>(q + nq);
+    auto* sums = reinterpret_cast<int32_t*>(d + nd);
+    c.launched(cuda_k::quantize_acts_q8(dt_of(xdt), xd.s->at(xd.first), m, k, q, d, sums, stream()),
+               "quantize_acts_q8");
+    c.launched(cuda_k::qmatvec(ggml_type, w, row_bytes, n, k, m, q, d, sums, out->ptr<float>(), stream()),
+               "qmatvec");
+    return out;
+  }
+  // prefill: f16 weight scratch and x in f16, one GEMM: out (m, n) row-major is the column-major
+  // (n, m) = W (n, k) X^T, W read as its column-major transpose (k, n)
+  const size_t wn = mul_checked(n, k, "qmatmul");
+  BlockPtr wh = c.alloc(mul_checked(wn, 2, "qmatmul"));
+  c.launched(cuda_k::qdequantize(ggml_type, w, wn, true, wh->ptr, stream()), "qdequantize");
+  StoragePtr x16;
+  const void* xp = xd.s->at(xd.first);
+  if (xdt != DType::F16) {
+    x16 = x.to_dtype(x_l, DType::F16);
+    xp = as_cuda(*x16, "qmatmul").at(0);
+  }
+  DeviceGuard g(c.ordinal());
+  cublasHandle_t h = c.cublas();
+  const float one = 1.0f, zero = 0.0f;
+  const auto n64 = static_cast<int64_t>(n), m64 = static_cast<int64_t>(m), k64 = static_cast<int64_t>(k);
+  check_blas(cublasGemmEx_64(h, CUBLAS_OP_T, CUBLAS_OP_N, n64, m64, k64, &one, wh->ptr, CUDA_R_16F, k64, xp,
+                             CUDA_R_16F, k64, &zero, out->at(0), CUDA_R_32F, n64, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT),
+             "cublasGemmEx (qmatmul)");
+  counters().launches++;
+  return out;
+}
+
+}  // namespace candle::cuda_backend
