@@ -19,6 +19,9 @@
 
 #include "candle/candle.h"
 #include "candle/models/causal_lm.h"
+#if CANDLE_LLM_SPEED_CUDA
+#include "candle/cuda.h"
+#endif
 
 using candle::DType;
 using candle::Tensor;
@@ -119,8 +122,17 @@ int main(int argc, char** argv) {
       const size_t n = static_cast<size_t>(tg);
       tg_once(std::min<size_t>(n, 16));
       std::vector<double> secs;
+#if CANDLE_LLM_SPEED_CUDA
+      const uint64_t launches0 = device.is_cuda() ? candle::cuda::stats().launches : 0;
+#endif
       for (long r = 0; r < reps; ++r) secs.push_back(tg_once(n));
       report("tg" + std::to_string(n), n, secs);
+#if CANDLE_LLM_SPEED_CUDA
+      if (device.is_cuda())
+        std::fprintf(stderr, "llm_speed: %.1f CUDA launches per generated token\n",
+                     static_cast<double>(candle::cuda::stats().launches - launches0) /
+                         static_cast<double>(n * static_cast<size_t>(reps)));
+#endif
     }
     // ops that left the device (a GPU backend without a kernel for them): each is a CPU round-trip
     for (const auto& [op, n] : candle::backend_stats())

@@ -3,6 +3,7 @@
 # EXTRA_TARGETS="gpu_ops_speed candle-upscale candle-mnist-training": the CUDA benchmarks beside
 # PyTorch in the same run (ops, the whole candle-upscale process, one MNIST epoch of 60,000 images).
 #   source .devdeps/devenv.sh && tools/cuda_bench_run.sh [ops] [conv_own] [upscale] [upscale_own] [process] [mnist]
+#     [qmatmul] [ops:NAME] (ops of gpu_ops_speed whose name contains NAME)
 # (default: all). conv_own / upscale_own: the backend's own convolutions (CANDLE_CUDA_CUDNN=0).
 # Carry .devdata (tools/make_fmnist_repeated.py's input: .devdata/fmnist-small holds the t10k files).
 set -uo pipefail
@@ -16,6 +17,14 @@ for p in $parts; do
       echo "== ops (candle / PyTorch)"
       timeout 240 python3 tools/bench_cuda_vs_torch.py $B > "$OUT/ops.log" 2>&1
       grep -v "^#" "$OUT/ops.log" | tail -60 ;;
+    ops:*)
+      echo "== ${p#ops:} (candle / PyTorch)"
+      timeout 120 python3 tools/bench_cuda_vs_torch.py $B --only "${p#ops:}" > "$OUT/$p.log" 2>&1
+      grep -v "^#" "$OUT/$p.log" | tail -12 ;;
+    qmatmul)
+      echo "== quantized matmul (gpu_qmatmul_speed)"
+      timeout 120 $B/bin/gpu_qmatmul_speed > "$OUT/qmatmul.log" 2>&1
+      tail -40 "$OUT/qmatmul.log" ;;
     conv_own)
       echo "== conv2d on the backend's own kernels (CANDLE_CUDA_CUDNN=0) / PyTorch cuDNN"
       CANDLE_CUDA_CUDNN=0 timeout 120 python3 tools/bench_cuda_vs_torch.py $B --only conv2d 2>&1 | tail -12 ;;

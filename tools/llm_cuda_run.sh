@@ -12,7 +12,7 @@ M=/tmp/models
 mkdir -p $M
 for t in ${TYPES:-q4_0 q8_0 q4_k_m f16}; do
   f=$M/${SHAPE:-tinyllama}-$t.gguf
-  [ -f $f ] || timeout 120 $B/candle-make-random-llama $f --shape ${SHAPE:-tinyllama} --type $t > /dev/null
+  [ -f $f ] || timeout 120 $B/candle-make-random-llama $f --shape ${SHAPE:-tinyllama} --type $t > /dev/null 2>&1
   ls -la $f | awk '{printf "%s %.0f MB\n", $9, $5 / 1e6}'
   timeout ${LLM_TIMEOUT:-120} $B/llm_speed $f --device cuda --pp ${PP:-512} --tg ${TG:-128} --reps ${REPS:-2} \
     > $OUT/llm_$t.log 2>&1

@@ -50,6 +50,40 @@ size_t mul_checked(size_t a, size_t b, const char* op) {
 
 }  // namespace
 
+// x (m, k) times an f16 / bf16 weight (n, k) stored as these bytes: one cublasGemmEx with the
+// weight as it is, x converted to the weight's type on the GPU, f32 accumulation and output
+// (llama.cpp's CUDA path for F16 weights does the same conversion of x).
+StoragePtr CudaStorage::half_weight_matmul(const Layout& blocks_l, const CudaStorage& x, const Layout& x_l,
+                                           bool bf16, size_t n, size_t k) const {
+  const DType wdt = bf16 ? DType::BF16 : DType::F16;
+  const void* w =
+      checked_blocks(*this, blocks_l, mul_checked(mul_checked(n, k, "qmatmul"), 2, "qmatmul"), "qmatmul");
+  if (k == 0 || x_l.elem_count() % k != 0)
+    internal("qmatmul: the input's " + std::to_string(x_l.elem_count()) + " elements are not rows of " +
+             std::to_string(k));
+  const size_t m = x_l.elem_count() / k;
+  auto out = cdev().make(DType::F32, mul_checked(m, n, "qmatmul"));
+  if (m == 0 || n == 0) return out;
+  StoragePtr xh;
+  const void* xp = nullptr;
+  if (x.dtype() == wdt && x_l.is_contiguous()) {
+    xp = x.at(x_l.start_offset());
+  } else {
+    xh = x.to_dtype(x_l, wdt);
+    xp = as_cuda(*xh, "qmatmul").at(0);
+  }
+  Context& c = ctx();
+  DeviceGuard g(c.ordinal());
+  const float one = 1.0f, zero = 0.0f;
+  const auto n64 = static_cast<int64_t>(n), m64 = static_cast<int64_t>(m), k64 = static_cast<int64_t>(k);
+  const cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  check_blas(cublasGemmEx_64(c.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, n64, m64, k64, &one, w, t, k64, xp, t, k64,
+                             &zero, out->at(0), CUDA_R_32F, n64, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "cublasGemmEx (f16 weight)");
+  counters().launches++;
+  return out;
+}
+
 StoragePtr CudaStorage::qdequantize(const Layout& blocks_l, uint32_t ggml_type, size_t elems,
                                     DType out) const {
   size_t qk = 0, bytes = 0;
@@ -69,11 +103,13 @@ StoragePtr CudaStorage::qdequantize(const Layout& blocks_l, uint32_t ggml_type, 
 StoragePtr CudaStorage::qmatmul(const Layout& blocks_l, const BackendStorage& x_b, const Layout& x_l,
                                 uint32_t ggml_type, size_t n, size_t k) const {
   size_t qk = 0, bytes = 0;
-  // f32 / f16 / bf16 weights are plain tensors (QMatMul multiplies them with matmul)
-  if (!cuda_k::qtype_layout(ggml_type, qk, bytes) || qk == 1) return nullptr;
+  if (!cuda_k::qtype_layout(ggml_type, qk, bytes)) return nullptr;
   const CudaStorage& x = as_cuda(x_b, "qmatmul");
   const DType xdt = x.dtype();
   if (xdt != DType::F32 && xdt != DType::F16 && xdt != DType::BF16) return nullptr;
+  // f16 / bf16 weights (GGML types 1 and 30): cuBLAS on the weight's bytes as they are
+  if (ggml_type == 1 || ggml_type == 30) return half_weight_matmul(blocks_l, x, x_l, ggml_type == 30, n, k);
+  if (qk == 1) return nullptr;  // f32 weights are plain tensors (QMatMul multiplies them with matmul)
   if (k == 0 || k % qk != 0)
     internal("qmatmul: k = " + std::to_string(k) + " is not a positive multiple of the block size " +
              std::to_string(qk));

@@ -102,6 +102,9 @@ class CudaStorage final : public BackendStorage {
   StoragePtr qmatmul(const Layout& blocks_l, const BackendStorage& x, const Layout& x_l, uint32_t ggml_type,
                      size_t n, size_t k) const override;
   StoragePtr qdequantize(const Layout& blocks_l, uint32_t ggml_type, size_t elems, DType out) const override;
+  // qmatmul's f16 / bf16 weights (ops_quant.cpp)
+  StoragePtr half_weight_matmul(const Layout& blocks_l, const CudaStorage& x, const Layout& x_l, bool bf16,
+                                size_t n, size_t k) const;
   // conv (ops_conv.cpp: convolutions; ops_resize.cpp: pooling, resizing)
   StoragePtr conv1d(const Layout& l, const BackendStorage& kernel, const Layout& kernel_l,
                     const ParamsConv1D& p) const override;

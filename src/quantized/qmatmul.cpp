@@ -53,7 +53,11 @@ QMatMul QMatMul::from_arc(std::shared_ptr<const QTensor> w) {
     throw Error(ErrorKind::ShapeMismatch,
                 "QMatMul needs a 2-d weight (n, k), not rank " + std::to_string(w->shape().rank()));
   QMatMul q;
-  if (ggml_is_quantized(w->dtype()))
+  // f16 / bf16 weights whose bytes are on a GPU stay there in their own type: the backend multiplies
+  // them directly (half the bytes of the f32 copy every decode step reads); elsewhere (the CPU,
+  // f32, a backend without the kernel) they become a plain f32 tensor, candle's QMatMul::Tensor
+  const bool half = w->dtype() == GgmlDType::F16 || w->dtype() == GgmlDType::BF16;
+  if (ggml_is_quantized(w->dtype()) || (half && w->device_data().defined()))
     q.w_ = std::move(w);
   else
     q.w_ = w->dequantize(w->device());
