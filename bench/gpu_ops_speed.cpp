@@ -14,6 +14,7 @@
 
 #include "candle/backend/backend.h"
 #include "candle/candle.h"
+#include "gpu_timing.h"
 #if CANDLE_GPU_OPS_SPEED_CUDA
 #include "candle/cuda.h"
 #endif
@@ -29,20 +30,7 @@ using namespace candle;
 
 namespace {
 
-double time_ms(const Device& dev, int reps, const std::function<void()>& fn) {
-  fn();
-  dev.synchronize();
-  std::vector<double> runs;
-  for (int r = 0; r < 5; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    dev.synchronize();
-    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-                   reps);
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs[2];
-}
+using bench::time_ms;
 
 std::string shape_str(const std::vector<size_t>& d) {
   std::string s;
@@ -88,6 +76,25 @@ int main(int argc, char** argv) {
       std::printf("\n");
       std::fflush(stdout);
     };
+    if (want("tiny_op")) {
+      // the host's cost of one small op (what a decode step of an LLM is made of): a 2048-element
+      // f32 add issued 2000 times; "enqueue" is the host time before the synchronisation, "total"
+      // includes the GPU finishing the queue (its per-kernel latency)
+      Tensor a = Tensor::randn(0.0, 1.0, {2048}, DType::F32, dev), b = a.affine(0.5, 1.0);
+      for (int i = 0; i < 200; ++i) (void)(a + b);
+      dev.synchronize();
+      constexpr int kOps = 2000;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kOps; ++i) (void)(a + b);
+      const auto t1 = std::chrono::steady_clock::now();
+      dev.synchronize();
+      const auto t2 = std::chrono::steady_clock::now();
+      std::printf("%-22s %-5s %-16s %9.4f ms %8.2f us/op enqueue, %.2f us/op total\n", "tiny_op", "f32",
+                  "2048", std::chrono::duration<double, std::milli>(t2 - t0).count() / kOps,
+                  std::chrono::duration<double, std::micro>(t1 - t0).count() / kOps,
+                  std::chrono::duration<double, std::micro>(t2 - t0).count() / kOps);
+      std::fflush(stdout);
+    }
     const std::vector<size_t> big = {8192, 8192};  // 64 M elements
     const double nb = 8192.0 * 8192.0;
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {

@@ -15,28 +15,12 @@
 
 #include "candle/candle.h"
 #include "candle/quantized/quantized.h"
+#include "gpu_timing.h"
 
 using namespace candle;
 using namespace candle::quantized;
 
-namespace {
-
-double time_ms(const Device& dev, int reps, const std::function<void()>& fn) {
-  fn();
-  dev.synchronize();
-  std::vector<double> runs;
-  for (int r = 0; r < 5; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    dev.synchronize();
-    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-                   reps);
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs[2];
-}
-
-}  // namespace
+using bench::time_ms;
 
 int main(int argc, char** argv) {
   std::string dev_name = "cuda:0";

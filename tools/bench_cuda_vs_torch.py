@@ -89,6 +89,7 @@ def torch_case(name, dt, shape):
         "exp": lambda: torch.exp(x),
         "gelu": lambda: torch.nn.functional.gelu(x, approximate="tanh"),
         "add": lambda: x + y,
+        "tiny_op": lambda: x + y,
         "add_bcast_row": lambda: x + row,
         "affine": lambda: x * 2.0 + 1.0,
         "transpose_copy": lambda: x.t().contiguous(),

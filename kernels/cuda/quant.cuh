@@ -216,34 +216,27 @@ struct QT<kQ5_1> {
   }
 };
 
-template <>
-struct QT<kQ8_0> {
-  static constexpr int kQK = 32, kSize = 34, kUnits = 1;
+// Q8_0 and Q8_1: an f16 scale, then (after Q8_1's sum field) 32 int8 quants; x = d * q. kOff: the
+// quants' offset in the block (Q8_1's blocks are 4-byte aligned, Q8_0's only 2-byte).
+template <int kOff, int kBytes>
+struct Q8Blocks {
+  static constexpr int kQK = 32, kSize = kBytes, kUnits = 1;
   static constexpr bool kHasMin = false;
   __device__ static float deq(const uint8_t* b, int j) {
-    return __fmul_rn(static_cast<float>(static_cast<int8_t>(ld8(b + 2 + j))), f16_at(b));
+    return __fmul_rn(static_cast<float>(static_cast<int8_t>(ld8(b + kOff + j))), f16_at(b));
   }
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
     it.d = f16_at(b);
-    for (int i = 0; i < 8; ++i) it.q[0][i] = static_cast<int>(ld32_a2(b + 2 + 4 * i));
+    for (int i = 0; i < 8; ++i)
+      it.q[0][i] = static_cast<int>(kOff % 4 == 0 ? ld32(b + kOff + 4 * i) : ld32_a2(b + kOff + 4 * i));
     it.sc[0][0] = it.sc[0][1] = 1;
   }
 };
-
-// x = d * q (the s field is not part of the value)
 template <>
-struct QT<kQ8_1> {
-  static constexpr int kQK = 32, kSize = 36, kUnits = 1;
-  static constexpr bool kHasMin = false;
-  __device__ static float deq(const uint8_t* b, int j) {
-    return __fmul_rn(static_cast<float>(static_cast<int8_t>(ld8(b + 4 + j))), f16_at(b));
-  }
-  __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = f16_at(b);
-    for (int i = 0; i < 8; ++i) it.q[0][i] = static_cast<int>(ld32(b + 4 + 4 * i));
-    it.sc[0][0] = it.sc[0][1] = 1;
-  }
-};
+struct QT<kQ8_0> : Q8Blocks<2, 34> {};
+// (the s field of Q8_1 is not part of the value)
+template <>
+struct QT<kQ8_1> : Q8Blocks<4, 36> {};
 
 template <>
 struct QT<kIQ4_NL> {

@@ -93,12 +93,9 @@ struct MinMaxR {
   static constexpr bool kAssociative = true;
   __device__ static P init() { return identity<P, IsMax>(); }
   __device__ static P elem(S v, int64_t) { return load(v); }
-  // a NaN wins (the first one met, so its bits are an input's)
-  __device__ static P combine(P a, P b) {
-    if (is_nan(a)) return a;
-    if (is_nan(b)) return b;
-    return (IsMax ? b > a : b < a) ? b : a;
-  }
+  // a NaN wins (the first one met, so its bits are an input's): a when it is NaN or not beaten,
+  // else b (a NaN b included: every compare with it is false)
+  __device__ static P combine(P a, P b) { return (is_nan(a) || (IsMax ? a >= b : a <= b)) ? a : b; }
   __device__ static P shfl(P p, int d) { return shfl_down(p, d); }
   __device__ static Out finish(P p) { return store<S>(p); }
 };
@@ -304,7 +301,7 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 // The column walk over packs: a thread takes V consecutive outputs (one 16-byte load per reduced
-// step; V independent accumulators) and keeps four steps' loads in flight. Each output still folds
+// step; V independent accumulators) and keeps eight steps' loads in flight. Each output still folds
 // its positions in order, so the results are those of the one-output-per-thread walk. For a kept
 // dim of stride 1 and a reduced dim of stride s, both whole packs (sum over dim 0 of [R, n]).
 template <typename Red>
@@ -315,7 +312,7 @@ __global__ void __launch_bounds__(kBlock)
   using T = typename Red::T;
   using P = typename Red::P;
   constexpr int V = static_cast<int>(16 / sizeof(T));
-  constexpr int U = 4;
+  constexpr int U = 8;
   struct alignas(16) Pk {
     T v[V];
   };
