@@ -94,6 +94,20 @@ int main(int argc, char** argv) {
                   std::chrono::duration<double, std::micro>(t1 - t0).count() / kOps,
                   std::chrono::duration<double, std::micro>(t2 - t0).count() / kOps);
       std::fflush(stdout);
+#if CANDLE_GPU_OPS_SPEED_CUDA
+      if (dev.is_cuda()) {
+        // the same adds recorded as one CUDA graph (cuda::Graph) and replayed
+        constexpr int kChain = 500;
+        Tensor y;
+        cuda::Graph g = cuda::Graph::capture(dev, [&] {
+          y = a;
+          for (int i = 0; i < kChain; ++i) y = y + b;
+        });
+        const double ms = time_ms(dev, 5, [&] { g.replay(); });
+        std::printf("%-22s %-5s %-16s %9.4f ms %8.2f us/op in a graph of %zu nodes\n", "tiny_op_graph", "f32",
+                    "2048", ms / kChain, ms * 1e3 / kChain, g.nodes());
+      }
+#endif
     }
     const std::vector<size_t> big = {8192, 8192};  // 64 M elements
     const double nb = 8192.0 * 8192.0;

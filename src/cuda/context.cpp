@@ -48,7 +48,16 @@ size_t size_class(size_t bytes) {
 }
 
 Block::~Block() {
-  if (ptr && ctx) ctx->release(ptr, bytes);
+  if (!ptr || !ctx) return;
+  if (auto p = pool.lock()) {
+    // a block of a live graph: held for its replays (and for the rest of its capture)
+    std::lock_guard lock(ctx->pool_mutex());
+    counters().live_bytes -= bytes;
+    counters().cached_bytes += bytes;
+    p->free.emplace(bytes, ptr);
+    return;
+  }
+  ctx->release(ptr, bytes);
 }
 
 namespace {
@@ -132,16 +141,26 @@ BlockPtr Context::alloc(size_t bytes) {
   DeviceGuard g(ordinal_);
   auto& cnt = counters();
   void* p = nullptr;
+  std::shared_ptr<GraphPool> pool;
   {
     std::lock_guard lock(mu_);
-    auto it = free_.find(cls);
-    if (it != free_.end()) {
+    pool = capturing_;
+    // a capture takes its own released blocks first, then the shared cache's
+    for (auto* list : {pool ? &pool->free : nullptr, &free_}) {
+      if (!list) continue;
+      auto it = list->find(cls);
+      if (it == list->end()) continue;
       p = it->second;
-      free_.erase(it);
+      list->erase(it);
       cnt.cached_bytes -= cls;
       cnt.cache_hits++;
+      break;
     }
   }
+  if (!p && pool)
+    throw Error(ErrorKind::Device, "cuda: a CUDA graph's capture needs " + std::to_string(cls) +
+                                       " bytes that the allocator's cache does not hold (run the work once "
+                                       "before capturing it, so that its blocks are cached)");
   if (!p) {
     p = raw_alloc(cls);
     if (!p) {
@@ -163,7 +182,61 @@ BlockPtr Context::alloc(size_t bytes) {
   b->ptr = p;
   b->bytes = cls;
   b->ctx = this;
+  b->pool = pool;
   return b;
+}
+
+GraphPool::~GraphPool() {
+  for (auto& [bytes, p] : free) {
+    counters().cached_bytes -= bytes;  // release() counts them again
+    counters().live_bytes += bytes;
+    ctx->release(p, bytes);
+  }
+}
+
+void Context::begin_capture(std::shared_ptr<GraphPool> pool) {
+  DeviceGuard g(ordinal_);
+  {
+    std::lock_guard lock(mu_);
+    if (capturing_)
+      throw Error(ErrorKind::Device, "cuda: a CUDA graph is already being captured on this device");
+    capturing_ = std::move(pool);
+    capture_on_ = true;
+  }
+  const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+  if (e != cudaSuccess) {
+    {
+      std::lock_guard lock(mu_);
+      capturing_.reset();
+      capture_on_ = false;
+    }
+    check(e, "cudaStreamBeginCapture");
+  }
+}
+
+cudaGraph_t Context::end_capture() {
+  DeviceGuard g(ordinal_);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  {
+    std::lock_guard lock(mu_);
+    capturing_.reset();
+    capture_on_ = false;
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
+    return nullptr;
+  }
+  return graph;
+}
+
+void Context::check_not_capturing(const char* op) const {
+  if (capturing())
+    throw Error(ErrorKind::Device,
+                std::string("cuda: ") + op +
+                    " while a CUDA graph is being captured (the captured work must stay on the "
+                    "device: no copies to or from the host, no synchronisation)");
 }
 
 // Stream-ordered reuse: every kernel runs on the one stream, so a block freed here may be handed
@@ -172,7 +245,8 @@ void Context::release(void* ptr, size_t bytes) {
   auto& cnt = counters();
   cnt.live_bytes -= bytes;
   std::lock_guard lock(mu_);
-  if (cnt.cached_bytes + bytes > cache_limit_) {
+  // (never a stream-ordered free while a graph is captured: it would be recorded into the graph)
+  if (cnt.cached_bytes + bytes > cache_limit_ && !capturing()) {
     // over the limit: the oldest-size-first eviction is not worth it; give this one back
     cudaSetDevice(ordinal_);
     cudaFreeAsync(ptr, stream_);
@@ -199,6 +273,7 @@ void Context::empty_cache() {
 
 void Context::upload(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  check_not_capturing("a copy to the device");
   DeviceGuard g(ordinal_);
   counters().uploaded += bytes;
   if (bytes <= kDirectCopyBytes) {
@@ -220,6 +295,7 @@ void Context::upload(void* dst, const void* src, size_t bytes) {
 }
 
 void Context::download(void* dst, const void* src, size_t bytes) {
+  check_not_capturing("a copy to the host");
   DeviceGuard g(ordinal_);
   if (bytes == 0) {
     synchronize();
@@ -253,6 +329,7 @@ void Context::download(void* dst, const void* src, size_t bytes) {
 }
 
 void Context::synchronize() {
+  check_not_capturing("synchronize()");
   DeviceGuard g(ordinal_);
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   throw_fault();

@@ -28,10 +28,20 @@ class Context;
 
 // A device allocation of `bytes` (its size class); given back to the context's cache when the
 // last reference goes.
+// The blocks a CUDA graph's captured work uses (cuda::Graph): a replay writes them again, so while
+// the graph lives they never go back to the shared cache. Blocks released during the capture are
+// reused by the capture's later allocations (stream order holds inside the graph too).
+struct GraphPool {
+  Context* ctx = nullptr;
+  std::multimap<size_t, void*> free;
+  ~GraphPool();  // the held blocks go back to the context's cache
+};
+
 struct Block {
   void* ptr = nullptr;
   size_t bytes = 0;
   Context* ctx = nullptr;
+  std::weak_ptr<GraphPool> pool;  // set for the blocks of a graph's capture
   ~Block();
 };
 using BlockPtr = std::shared_ptr<Block>;
@@ -69,6 +79,17 @@ class Context {
   // size and what is free.
   BlockPtr alloc(size_t bytes);
   void release(void* ptr, size_t bytes);  // Block's destructor
+
+  // Stream capture for cuda::Graph: between begin_capture and end_capture the stream records
+  // instead of running, allocations come from the cache into `pool` (a miss is an error: the
+  // work runs once before it is captured), and copies to or from the host and synchronisation are
+  // errors naming the op.
+  void begin_capture(std::shared_ptr<GraphPool> pool);
+  cudaGraph_t end_capture();  // nullptr when the capture failed
+  bool capturing() const { return capture_on_.load(std::memory_order_relaxed); }
+  std::mutex& pool_mutex() { return mu_; }  // guards GraphPool::free too
+  // Throws Error(Device) naming `op` while a capture is in progress.
+  void check_not_capturing(const char* op) const;
   // Frees every cached block.
   void empty_cache();
 
@@ -108,6 +129,8 @@ class Context {
 
   std::mutex mu_;  // the allocator's cache
   std::multimap<size_t, void*> free_;
+  std::shared_ptr<GraphPool> capturing_;  // the capture in progress (one at a time)
+  std::atomic<bool> capture_on_{false};
   size_t cache_limit_ = 0;
 
   std::mutex copy_mu_;  // the staging buffers

@@ -33,6 +33,7 @@ class CudaDevice final : public BackendDevice, public std::enable_shared_from_th
   DeviceMemory memory() const override { return ctx_->memory(); }
 
   Context& ctx() const { return *ctx_; }
+  const std::shared_ptr<Context>& ctx_ptr() const { return ctx_; }
   // A new storage of n elements (uninitialised).
   CuStoragePtr make(DType dtype, size_t n);
 

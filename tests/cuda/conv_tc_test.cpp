@@ -12,29 +12,13 @@
 #include <vector>
 
 #include "candle/cuda.h"
+#include "cuda_device.h"
 #include "test_device.h"
 
 namespace candle {
 namespace {
 
-const std::optional<Device>& gpu(std::string* why) {
-  static std::string reason;
-  static const std::optional<Device> d = []() -> std::optional<Device> {
-    try {
-      return Device::cuda(0);
-    } catch (const Error& e) {
-      reason = e.what();
-      return std::nullopt;
-    }
-  }();
-  *why = reason;
-  return d;
-}
-
-#define NEED_GPU()                                                  \
-  std::string why_;                                                 \
-  if (!gpu(&why_)) GTEST_SKIP() << "no CUDA device here: " << why_; \
-  const Device& dev = *gpu(&why_)
+#define NEED_GPU() NEED_CUDA_DEVICE()
 
 // The test's scope runs the backend's own convolution kernels (cuDNN off) with TF32 as asked;
 // both switches are restored after.

@@ -13,6 +13,7 @@
 
 #include "candle/cuda.h"
 #include "candle/quantized/quantized.h"
+#include "cuda_device.h"
 #include "test_device.h"
 
 namespace candle {
@@ -22,24 +23,7 @@ using quantized::GgmlDType;
 using quantized::QMatMul;
 using quantized::QTensor;
 
-const std::optional<Device>& cuda_device(std::string& why) {
-  static std::string reason;
-  static const std::optional<Device> dev = []() -> std::optional<Device> {
-    try {
-      return Device::cuda(0);
-    } catch (const Error& e) {
-      reason = e.what();
-      return std::nullopt;
-    }
-  }();
-  why = reason;
-  return dev;
-}
-
-#define NEED_CUDA()                                                        \
-  std::string why_;                                                        \
-  if (!cuda_device(why_)) GTEST_SKIP() << "no CUDA device here: " << why_; \
-  const Device& dev = *cuda_device(why_)
+#define NEED_CUDA() NEED_CUDA_DEVICE()
 
 constexpr GgmlDType kTypes[] = {GgmlDType::Q4_0,   GgmlDType::Q4_1,  GgmlDType::Q5_0, GgmlDType::Q5_1,
                                 GgmlDType::Q8_0,   GgmlDType::Q8_1,  GgmlDType::Q2K,  GgmlDType::Q3K,
