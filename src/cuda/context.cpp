@@ -157,10 +157,18 @@ BlockPtr Context::alloc(size_t bytes) {
       break;
     }
   }
-  if (!p && pool)
-    throw Error(ErrorKind::Device, "cuda: a CUDA graph's capture needs " + std::to_string(cls) +
-                                       " bytes that the allocator's cache does not hold (run the work once "
-                                       "before capturing it, so that its blocks are cached)");
+  if (!p && pool) {
+    // a capture cannot record a stream-ordered allocation: a plain cudaMalloc (legal in a relaxed
+    // capture), remembered so that it is given back with cudaFree
+    if (cudaMalloc(&p, cls) != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(ErrorKind::Device,
+                  "cuda: out of memory allocating " + mib(cls) + " while capturing a CUDA graph");
+    }
+    std::lock_guard lock(mu_);
+    sync_blocks_.insert(p);
+    cnt.allocations++;
+  }
   if (!p) {
     p = raw_alloc(cls);
     if (!p) {
@@ -249,7 +257,10 @@ void Context::release(void* ptr, size_t bytes) {
   if (cnt.cached_bytes + bytes > cache_limit_ && !capturing()) {
     // over the limit: the oldest-size-first eviction is not worth it; give this one back
     cudaSetDevice(ordinal_);
-    cudaFreeAsync(ptr, stream_);
+    if (sync_blocks_.erase(ptr))
+      cudaFree(ptr);  // (waits for the device)
+    else
+      cudaFreeAsync(ptr, stream_);
     return;
   }
   free_.emplace(bytes, ptr);
@@ -259,12 +270,17 @@ void Context::release(void* ptr, size_t bytes) {
 void Context::empty_cache() {
   DeviceGuard g(ordinal_);
   std::lock_guard lock(mu_);
+  std::vector<void*> sync_freed;
   for (auto& [bytes, p] : free_) {
-    cudaFreeAsync(p, stream_);
+    if (sync_blocks_.erase(p))
+      sync_freed.push_back(p);
+    else
+      cudaFreeAsync(p, stream_);
     counters().cached_bytes -= bytes;
   }
   free_.clear();
   cudaStreamSynchronize(stream_);
+  for (void* p : sync_freed) cudaFree(p);
   // give the pool's memory back to the driver too
   cudaMemPool_t pool;
   if (cudaDeviceGetDefaultMemPool(&pool, ordinal_) == cudaSuccess) cudaMemPoolTrimTo(pool, 0);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "candle/device.h"
@@ -81,9 +82,9 @@ class Context {
   void release(void* ptr, size_t bytes);  // Block's destructor
 
   // Stream capture for cuda::Graph: between begin_capture and end_capture the stream records
-  // instead of running, allocations come from the cache into `pool` (a miss is an error: the
-  // work runs once before it is captured), and copies to or from the host and synchronisation are
-  // errors naming the op.
+  // instead of running, allocations come from the cache into `pool` (a miss takes a plain
+  // cudaMalloc: a stream-ordered allocation cannot be recorded), and copies to or from the host
+  // and synchronisation are errors naming the op.
   void begin_capture(std::shared_ptr<GraphPool> pool);
   cudaGraph_t end_capture();  // nullptr when the capture failed
   bool capturing() const { return capture_on_.load(std::memory_order_relaxed); }
@@ -131,6 +132,7 @@ class Context {
   std::multimap<size_t, void*> free_;
   std::shared_ptr<GraphPool> capturing_;  // the capture in progress (one at a time)
   std::atomic<bool> capture_on_{false};
+  std::unordered_set<void*> sync_blocks_;  // blocks from cudaMalloc (made during a capture)
   size_t cache_limit_ = 0;
 
   std::mutex copy_mu_;  // the staging buffers
