@@ -180,6 +180,18 @@ StoragePtr CpuStorage::scaled_dot_product_attention(const Layout& q_l, const Bac
   if (kd[0] != n.b || vd[0] != n.b || vd[1] != n.hkv || vd[2] != n.tk || kd[3] != n.d || n.hkv == 0 ||
       n.h % n.hkv != 0 || n.tq > n.tk)
     return nullptr;
+  if (p.kv_len) {
+    // the keys held: the first kv_len positions of the buffers (their rows keep their strides)
+    const auto* lc = dynamic_cast<const CpuStorage*>(p.kv_len);
+    if (!lc || lc->dtype() != DType::U32 || p.kv_len_offset >= lc->elem_count()) return nullptr;
+    const size_t len = lc->data<uint32_t>()[p.kv_len_offset];
+    if (len < n.tq || len > n.tk)
+      throw Error(ErrorKind::InvalidArgument, "scaled_dot_product_attention: the key count " +
+                                                  std::to_string(len) + " is not between the " +
+                                                  std::to_string(n.tq) + " queries and the buffers' " +
+                                                  std::to_string(n.tk) + " positions");
+    n.tk = len;
+  }
   return dispatch_float(dtype(), "scaled_dot_product_attention", [&]<typename T>() -> StoragePtr {
     if (n.b * n.h * n.tq * n.dv == 0) return CpuStorage::alloc(dtype(), 0);
     std::shared_ptr<CpuStorage> kq, kk, kv;

@@ -156,6 +156,8 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
   const auto* vc = dynamic_cast<const CudaStorage*>(&v_s);
   if (!kc || !vc || k_s.dtype() != dtype_ || v_s.dtype() != dtype_) return nullptr;
   if (q_l.dims().size() != 4 || k_l.dims().size() != 4 || v_l.dims().size() != 4) return nullptr;
+  // a key count on the device (for decode graphs): not in this kernel yet, the composed op reads it
+  if (p.kv_len) return nullptr;
   const auto &qd = q_l.dims(), &kd = k_l.dims(), &vd = v_l.dims();
   cuda_k::AttnGeo g{};
   g.b = i64(qd[0]);

@@ -14,6 +14,15 @@
 #include "candle/quantized/gguf_file.h"
 
 namespace candle::models {
+
+StaticDecode CausalLM::start_static_decode(size_t, size_t) {
+  throw Error(ErrorKind::UnsupportedOp, architecture() + ": no position-independent decode");
+}
+
+Tensor CausalLM::decode_step(const Tensor&, StaticDecode&) {
+  throw Error(ErrorKind::UnsupportedOp, architecture() + ": no position-independent decode");
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -71,6 +80,12 @@ class LlamaLM final : public CausalLM {
  public:
   LlamaLM(llama::Llama m, size_t max_seq_len)
       : model_(std::move(m)), cache_(model_.config(), max_seq_len), max_seq_len_(max_seq_len) {}
+  StaticDecode start_static_decode(size_t batch, size_t capacity) override {
+    return model_.start_static_decode(batch, capacity);
+  }
+  Tensor decode_step(const Tensor& ids, StaticDecode& state) override {
+    return model_.decode_step(ids, state);
+  }
   Tensor forward(const Tensor& ids, size_t index_pos) override {
     return model_.forward(ids, index_pos, cache_);
   }
@@ -89,6 +104,12 @@ class QuantizedLlamaLM final : public CausalLM {
  public:
   explicit QuantizedLlamaLM(quantized_llama::ModelWeights m) : model_(std::move(m)) {}
   Tensor forward(const Tensor& ids, size_t index_pos) override { return model_.forward(ids, index_pos); }
+  StaticDecode start_static_decode(size_t batch, size_t capacity) override {
+    return model_.start_static_decode(batch, capacity);
+  }
+  Tensor decode_step(const Tensor& ids, StaticDecode& state) override {
+    return model_.decode_step(ids, state);
+  }
   void clear_kv_cache() override { model_.clear_kv_cache(); }
   size_t vocab_size() const override { return model_.vocab_size(); }
   size_t max_seq_len() const override { return model_.max_seq_len(); }

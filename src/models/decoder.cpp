@@ -96,8 +96,8 @@ std::pair<Tensor, Tensor> Decoder::rope_tables(size_t set, size_t pos, size_t t,
   return {c.to_dtype(dtype), s.to_dtype(dtype)};
 }
 
-Tensor Decoder::attention(const DecoderLayer& l, const Tensor& x, size_t index_pos, const Tensor& cos,
-                          const Tensor& sin, nn::KvCache* cache) const {
+std::tuple<Tensor, Tensor, Tensor> Decoder::qkv(const DecoderLayer& l, const Tensor& x, const Tensor& cos,
+                                                const Tensor& sin) const {
   const size_t b = x.dim(0), t = x.dim(1), hd = spec_.head_dim;
   auto heads = [&](const Proj& p, size_t n, const std::optional<Tensor>& norm) {
     Tensor y = p.forward(x).reshape({b, t, n, hd});
@@ -114,6 +114,20 @@ Tensor Decoder::attention(const DecoderLayer& l, const Tensor& x, size_t index_p
     q = nn::rotary_emb::rope(q, cos, sin);
     k = nn::rotary_emb::rope(k, cos, sin);
   }
+  return {q, k, v};
+}
+
+Tensor Decoder::attn_out(const DecoderLayer& l, const Tensor& y) const {
+  return l.o.forward(y.transpose(1, 2).reshape({y.dim(0), y.dim(2), spec_.heads * spec_.head_dim}));
+}
+
+double Decoder::attn_scale() const {
+  return spec_.attn_scale > 0.0 ? spec_.attn_scale : 1.0 / std::sqrt(static_cast<double>(spec_.head_dim));
+}
+
+Tensor Decoder::attention(const DecoderLayer& l, const Tensor& x, size_t index_pos, const Tensor& cos,
+                          const Tensor& sin, nn::KvCache* cache) const {
+  auto [q, k, v] = qkv(l, x, cos, sin);
   if (cache) {
     if (cache->current_seq_len() != index_pos)
       throw Error(ErrorKind::InvalidArgument, "forward: index_pos " + std::to_string(index_pos) +
@@ -121,9 +135,45 @@ Tensor Decoder::attention(const DecoderLayer& l, const Tensor& x, size_t index_p
                                                   std::to_string(cache->current_seq_len()));
     std::tie(k, v) = cache->append(k, v);
   }
-  const double scale = spec_.attn_scale > 0.0 ? spec_.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
-  Tensor y = nn::ops::scaled_dot_product_attention(q, k, v, scale, true, l.window, spec_.attn_softcap);
-  return l.o.forward(y.transpose(1, 2).reshape({b, t, spec_.heads * hd}));
+  Tensor y = nn::ops::scaled_dot_product_attention(q, k, v, attn_scale(), true, l.window, spec_.attn_softcap);
+  return attn_out(l, y);
+}
+
+template <typename Attn>
+Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& tables, Attn&& attn) const {
+  const float eps = static_cast<float>(spec_.eps);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const DecoderLayer& l = layers_[i];
+    const auto& [cos, sin] = tables[l.rope_set];
+    Tensor h = nn::ops::rms_norm(x, l.attn_norm, eps);
+    h = attn(i, l, h, cos, sin);
+    if (l.post_attn_norm) h = nn::ops::rms_norm(h, *l.post_attn_norm, eps);
+    x = x + h;
+    h = nn::ops::rms_norm(x, l.ffn_norm, eps);
+    if (l.moe) {
+      h = l.moe->forward(h, spec_.gelu_mlp);
+    } else {
+      Tensor g = l.gate->forward(h);
+      h = l.down->forward((spec_.gelu_mlp ? g.gelu() : g.silu()) * l.up->forward(h));
+    }
+    if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
+    x = x + h;
+  }
+  return x;
+}
+
+Tensor Decoder::logits_of(Tensor x) const {
+  x = nn::ops::rms_norm(x, final_norm_, static_cast<float>(spec_.eps));
+  Tensor logits = lm_head_.forward(x).to_dtype(DType::F32);
+  if (spec_.final_softcap) logits = (logits / *spec_.final_softcap).tanh() * *spec_.final_softcap;
+  return logits;
+}
+
+Tensor Decoder::embed(const Tensor& ids) const {
+  Tensor ids_u32 = ids.dtype() == DType::U32 ? ids : ids.to_dtype(DType::U32);
+  Tensor x = embeddings_.embedding(ids_u32);
+  if (spec_.embed_scale > 0.0) x = x * spec_.embed_scale;
+  return x;
 }
 
 Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches) const {
@@ -139,35 +189,66 @@ Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvC
     throw Error(ErrorKind::InvalidArgument, "forward: positions up to " + std::to_string(index_pos + t) +
                                                 " exceed the context length " +
                                                 std::to_string(spec_.max_seq_len));
-  Tensor ids_u32 = ids.dtype() == DType::U32 ? ids : ids.to_dtype(DType::U32);
-  Tensor x = embeddings_.embedding(ids_u32);
-  if (spec_.embed_scale > 0.0) x = x * spec_.embed_scale;
+  Tensor x = embed(ids);
   std::vector<std::pair<Tensor, Tensor>> tables;
   for (size_t set = 0; set < spec_.inv_freqs.size(); ++set)
     tables.push_back(rope_tables(set, index_pos, t, x.dtype()));
-  const float eps = static_cast<float>(spec_.eps);
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const DecoderLayer& l = layers_[i];
-    const auto& [cos, sin] = tables[l.rope_set];
-    Tensor h = nn::ops::rms_norm(x, l.attn_norm, eps);
-    h = attention(l, h, index_pos, cos, sin, caches ? &(*caches)[i] : nullptr);
-    if (l.post_attn_norm) h = nn::ops::rms_norm(h, *l.post_attn_norm, eps);
-    x = x + h;
-    h = nn::ops::rms_norm(x, l.ffn_norm, eps);
-    if (l.moe) {
-      h = l.moe->forward(h, spec_.gelu_mlp);
-    } else {
-      Tensor g = l.gate->forward(h);
-      h = l.down->forward((spec_.gelu_mlp ? g.gelu() : g.silu()) * l.up->forward(h));
-    }
-    if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
-    x = x + h;
-  }
+  x = blocks(std::move(x), tables,
+             [&](size_t i, const DecoderLayer& l, const Tensor& h, const Tensor& cos, const Tensor& sin) {
+               return attention(l, h, index_pos, cos, sin, caches ? &(*caches)[i] : nullptr);
+             });
   if (caches) x = x.narrow(1, t - 1, 1);
-  x = nn::ops::rms_norm(x, final_norm_, eps);
-  Tensor logits = lm_head_.forward(x).to_dtype(DType::F32);
-  if (spec_.final_softcap) logits = (logits / *spec_.final_softcap).tanh() * *spec_.final_softcap;
+  Tensor logits = logits_of(x);
   return caches ? logits.squeeze(1) : logits;
+}
+
+StaticDecode Decoder::start_static_decode(size_t batch, size_t capacity) const {
+  const size_t table_rows = cos_tables_.empty() ? 0 : cos_tables_[0].dim(0);
+  if (batch == 0 || capacity == 0 || capacity > spec_.max_seq_len || capacity > table_rows)
+    throw Error(ErrorKind::InvalidArgument, "start_static_decode: " + std::to_string(capacity) +
+                                                " positions for " + std::to_string(batch) +
+                                                " rows (the model takes 1.." +
+                                                std::to_string(std::min(spec_.max_seq_len, table_rows)) +
+                                                " positions and at least one row)");
+  StaticDecode st;
+  st.capacity = capacity;
+  const Device& dev = embeddings_.device();
+  st.pos = Tensor::from_vec(std::vector<uint32_t>{0}, {1}, dev);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Shape kv{batch, spec_.kv_heads, capacity, spec_.head_dim};
+    st.k.push_back(Tensor::zeros(kv, embeddings_.dtype(), dev));
+    st.v.push_back(Tensor::zeros(kv, embeddings_.dtype(), dev));
+  }
+  return st;
+}
+
+Tensor Decoder::decode_step(const Tensor& ids, StaticDecode& st) const {
+  if (ids.rank() != 2 || ids.dim(1) != 1)
+    throw Error(ErrorKind::ShapeMismatch, "decode_step: ids must be [b, 1], got " + ids.shape().to_string());
+  if (st.k.size() != layers_.size() || st.v.size() != layers_.size() || st.k.empty() ||
+      st.k[0].dim(0) != ids.dim(0) || st.pos.elem_count() != 1 || st.pos.dtype() != DType::U32)
+    throw Error(ErrorKind::InvalidArgument,
+                "decode_step: the state was not made by start_static_decode for " +
+                    std::to_string(ids.dim(0)) + " rows of this model");
+  Tensor x = embed(ids);
+  // the rope rows of the position, the key count (pos + 1) and the KV write indices, all on the device
+  std::vector<std::pair<Tensor, Tensor>> tables;
+  for (size_t set = 0; set < spec_.inv_freqs.size(); ++set)
+    tables.emplace_back(cos_tables_[set].index_select(st.pos, 0).to_dtype(x.dtype()),
+                        sin_tables_[set].index_select(st.pos, 0).to_dtype(x.dtype()));
+  const Tensor kv_len = st.pos.affine(1.0, 1.0);
+  const Shape one{st.k[0].dim(0), spec_.kv_heads, 1, spec_.head_dim};
+  const Tensor at = st.pos.reshape({1, 1, 1, 1}).broadcast_as(one).contiguous();
+  x = blocks(std::move(x), tables,
+             [&](size_t i, const DecoderLayer& l, const Tensor& h, const Tensor& cos, const Tensor& sin) {
+               auto [q, k, v] = qkv(l, h, cos, sin);
+               st.k[i].scatter_set(at, k, 2);
+               st.v[i].scatter_set(at, v, 2);
+               Tensor y = nn::ops::scaled_dot_product_attention_kv_len(
+                   q, st.k[i], st.v[i], kv_len, attn_scale(), true, l.window, spec_.attn_softcap);
+               return attn_out(l, y);
+             });
+  return logits_of(x).squeeze(1);
 }
 
 }  // namespace candle::models::detail

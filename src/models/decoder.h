@@ -4,9 +4,12 @@
 #pragma once
 
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
+#include "candle/models/causal_lm.h"
 #include "candle/nn/kv_cache.h"
 #include "candle/nn/layers.h"
 #include "candle/quantized/quantized.h"
@@ -63,6 +66,9 @@ class Decoder {
   // ids [b, t] at index_pos..; with caches: appended to (index_pos must be their length) and the
   // last position's logits [b, vocab]; without: [b, t, vocab]. Logits f32.
   Tensor forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches) const;
+  // CausalLM's static decode (candle/models/causal_lm.h): the state, then one step.
+  StaticDecode start_static_decode(size_t batch, size_t capacity) const;
+  Tensor decode_step(const Tensor& ids, StaticDecode& state) const;
   const DecoderSpec& spec() const { return spec_; }
   size_t num_layers() const { return layers_.size(); }
   size_t vocab_size() const { return embeddings_.dim(0); }
@@ -72,6 +78,17 @@ class Decoder {
   std::pair<Tensor, Tensor> rope_tables(size_t set, size_t pos, size_t t, DType dtype) const;
   Tensor attention(const DecoderLayer& l, const Tensor& x, size_t index_pos, const Tensor& cos,
                    const Tensor& sin, nn::KvCache* cache) const;
+  // q, k, v of x [b, t, hidden] as [b, heads, t, head_dim], normed and rotated
+  std::tuple<Tensor, Tensor, Tensor> qkv(const DecoderLayer& l, const Tensor& x, const Tensor& cos,
+                                         const Tensor& sin) const;
+  // the attention output's projection, y [b, heads, t, head_dim] -> [b, t, hidden]
+  Tensor attn_out(const DecoderLayer& l, const Tensor& y) const;
+  // the blocks after the embedding, with the layer's attention given
+  template <typename Attn>
+  Tensor blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& tables, Attn&& attn) const;
+  Tensor logits_of(Tensor x) const;
+  Tensor embed(const Tensor& ids) const;
+  double attn_scale() const;
   DecoderSpec spec_;
   Tensor embeddings_;
   std::vector<DecoderLayer> layers_;

@@ -476,6 +476,14 @@ Tensor Llama::forward_all(const Tensor& input_ids) const {
   return impl_->decoder.forward(input_ids, 0, nullptr);
 }
 
+StaticDecode Llama::start_static_decode(size_t batch, size_t capacity) const {
+  return impl_->decoder.start_static_decode(batch, capacity);
+}
+
+Tensor Llama::decode_step(const Tensor& ids, StaticDecode& state) const {
+  return impl_->decoder.decode_step(ids, state);
+}
+
 const LlamaConfig& Llama::config() const { return impl_->cfg; }
 
 }  // namespace candle::models::llama

@@ -193,6 +193,14 @@ Tensor ModelWeights::forward(const Tensor& x, size_t index_pos) {
   return impl_->decoder.forward(x, index_pos, &impl_->caches);
 }
 
+StaticDecode ModelWeights::start_static_decode(size_t batch, size_t capacity) const {
+  return impl_->decoder.start_static_decode(batch, capacity);
+}
+
+Tensor ModelWeights::decode_step(const Tensor& ids, StaticDecode& state) const {
+  return impl_->decoder.decode_step(ids, state);
+}
+
 void ModelWeights::clear_kv_cache() {
   for (auto& c : impl_->caches) c.reset();
 }

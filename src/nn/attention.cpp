@@ -102,4 +102,40 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       k, v, detail::FusedOp3("scaled-dot-product-attention", kernel, composed, Shape{s.b, s.h, s.tq, s.dv}));
 }
 
+Tensor scaled_dot_product_attention_kv_len(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const Tensor& kv_len, double scale, bool causal,
+                                           std::optional<size_t> sliding_window,
+                                           std::optional<double> softcap) {
+  const char* op = "scaled_dot_product_attention_kv_len";
+  AttnShape s = check_attention(q, k, v, op);
+  detail::check_same_device(q, kv_len, op);
+  if (kv_len.dtype() != DType::U32 || kv_len.elem_count() != 1)
+    throw Error(ErrorKind::InvalidArgument, std::string(op) + ": the key count must be one u32 value, not " +
+                                                kv_len.shape().to_string() + " " +
+                                                std::string(dtype_name(kv_len.dtype())));
+  AttentionParams p = params(scale, causal, sliding_window, softcap, op);
+  // the device's kernel where it reads the count itself; else the count read here and the
+  // buffers narrowed to it
+  auto composed = [&] {
+    const size_t len = kv_len.flatten_all().to_vec1<uint32_t>()[0];
+    if (len < s.tq || len > s.tk)
+      throw Error(ErrorKind::InvalidArgument, std::string(op) + ": the key count " + std::to_string(len) +
+                                                  " is not between the " + std::to_string(s.tq) +
+                                                  " queries and the buffers' " + std::to_string(s.tk) +
+                                                  " positions");
+    return scaled_dot_product_attention(q, k.narrow(2, 0, len), v.narrow(2, 0, len), scale, causal,
+                                        sliding_window, softcap);
+  };
+  if (q.track_op() || k.track_op() || v.track_op()) return composed();
+  const StoragePtr len_s = kv_len.storage();
+  p.kv_len = len_s.get();
+  p.kv_len_offset = kv_len.layout().start_offset();
+  auto kernel = [p, len_s](const BackendStorage& q_s, const Layout& q_l, const BackendStorage& k_s,
+                           const Layout& k_l, const BackendStorage& v_s, const Layout& v_l) {
+    return q_s.scaled_dot_product_attention(q_l, k_s, k_l, v_s, v_l, p);
+  };
+  return q.apply_op3_no_bwd(
+      k, v, detail::FusedOp3("scaled-dot-product-attention", kernel, composed, Shape{s.b, s.h, s.tq, s.dv}));
+}
+
 }  // namespace candle::nn::ops

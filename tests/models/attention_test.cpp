@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "candle/candle.h"
@@ -143,6 +144,38 @@ TEST(Attention, RejectsBadShapes) {
 }
 
 // ---- KvCache --------------------------------------------------------------------------------
+
+// Buffers of a whole capacity holding kv_len keys (a u32 tensor): the same bytes as attention over
+// the buffers narrowed to kv_len (the CPU kernel reads the count itself), for decode and prefill
+// rows, windows and soft-capping; a count outside [tq, capacity] is an error naming it.
+TEST(Attention, KeyCountOnTheDeviceEqualsNarrowedBuffers) {
+  for (const Case& c : kCases) {
+    const size_t cap = c.tk + 23;
+    Tensor q = randn({c.b, c.h, c.tq, c.d}, 4), k = randn({c.b, c.hkv, cap, c.d}, 5),
+           v = randn({c.b, c.hkv, cap, c.d}, 6);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+    Tensor len = Tensor::from_vec(std::vector<uint32_t>{static_cast<uint32_t>(c.tk)}, {1}, Device::cpu());
+    Tensor got = ops::scaled_dot_product_attention_kv_len(q, k, v, len, scale, c.causal, c.window, c.softcap);
+    Tensor want = ops::scaled_dot_product_attention(q, k.narrow(2, 0, c.tk), v.narrow(2, 0, c.tk), scale,
+                                                    c.causal, c.window, c.softcap);
+    EXPECT_EQ(got.flatten_all().to_vec1<float>(), want.flatten_all().to_vec1<float>())
+        << "tq " << c.tq << " tk " << c.tk;
+  }
+  Tensor q = randn({1, 2, 3, 8}, 7), k = randn({1, 2, 10, 8}, 8);
+  for (uint32_t bad : {2u, 11u}) {
+    Tensor len = Tensor::from_vec(std::vector<uint32_t>{bad}, {1}, Device::cpu());
+    try {
+      ops::scaled_dot_product_attention_kv_len(q, k, k, len, 1.0, true);
+      FAIL() << "key count " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("key count " + std::to_string(bad)), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(ops::scaled_dot_product_attention_kv_len(
+                   q, k, k, Tensor::zeros({1}, DType::F32, Device::cpu()), 1.0, true),
+               Error);
+}
 
 TEST(KvCache, AppendsInPlaceAndGrowsByChunks) {
   nn::KvCache cache(2, 2000);

@@ -201,6 +201,38 @@ TEST(Llama, SafetensorsModelEqualsGgufModel) {
 // forward_all under autograd: a VarMap-backed model's loss has a gradient for every weight
 // (qwen3: q/k norms and tied embeddings; mixtral: the router and every expert, 4 experts with 2 per
 // token over 6 tokens; gemma2: the 1 + w norms and the soft-caps).
+// The position-independent decode (what a CUDA graph records) gives forward()'s logits bit for bit:
+// a GGUF model (q8_0) and the safetensors one, a prompt fed one token at a time, the position
+// written into the state's device tensor before each step; batch 2 rows decode the same tokens.
+TEST(CausalLM, StaticDecodeEqualsTheCachedForward) {
+  TempDir dir;
+  const std::string gguf = make_gguf(dir.path, "q8_0", 12);
+  if (gguf.empty()) GTEST_SKIP() << "candle-make-random-llama is not built";
+  fs::path hf = dir.path / "hf";
+  fs::create_directory(hf);
+  write_hf_folder(make_gguf(dir.path, "f32", 13), hf);
+  for (const std::string& path : {gguf, hf.string()}) {
+    auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
+    const std::vector<uint32_t> toks{1, 100, 200, 42, 17, 260, 299, 5, 77};
+    models::StaticDecode st = lm->start_static_decode(2, 16);
+    EXPECT_EQ(st.k.size(), st.v.size());
+    lm->clear_kv_cache();
+    for (size_t p = 0; p < toks.size(); ++p) {
+      st.pos.slice_set(Tensor::from_vec(std::vector<uint32_t>{static_cast<uint32_t>(p)}, {1}, Device::cpu()),
+                       0, 0);
+      Tensor got = lm->decode_step(
+          Tensor::from_vec(std::vector<uint32_t>{toks[p], toks[p]}, {2, 1}, Device::cpu()), st);
+      Tensor want = lm->forward(ids_tensor({toks[p]}), p);
+      ASSERT_EQ(got.dims(), (std::vector<size_t>{2, lm->vocab_size()})) << path;
+      const auto w = want.flatten_all().to_vec1<float>();
+      EXPECT_EQ(got.narrow(0, 0, 1).flatten_all().to_vec1<float>(), w) << path << " position " << p;
+      EXPECT_EQ(got.narrow(0, 1, 1).flatten_all().to_vec1<float>(), w) << path << " position " << p;
+    }
+    EXPECT_THROW(lm->start_static_decode(1, lm->max_seq_len() + 1), Error);
+    EXPECT_THROW(lm->decode_step(ids_tensor({1, 2}), st), Error);  // two tokens
+  }
+}
+
 TEST(Llama, ForwardAllTrainsWithAVarMap) {
   const char* configs[] = {
       R"({"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64, "vocab_size": 50,

@@ -32,6 +32,8 @@
 
 namespace candle {
 
+class BackendStorage;
+
 struct MatmulDims {
   size_t batch, m, n, k;
 };
@@ -46,6 +48,13 @@ struct AttentionParams {
   size_t sliding_window = 0;
   // 0: none; else scores = softcap * tanh(scores / softcap) (after the scale)
   float softcap = 0.0f;
+  // Set: a U32 scalar on the operands' device (element kv_len_offset of that storage) giving how
+  // many key positions k and v hold; their length is then a capacity, the keys are 0..kv_len-1 and
+  // query i is at kv_len - tq + i (tq <= kv_len <= the capacity). The count is read by the device,
+  // so the work does not depend on it (a CUDA graph replays it for every position). A backend
+  // without support returns nullptr (the composed op reads the count).
+  const BackendStorage* kv_len = nullptr;
+  size_t kv_len_offset = 0;
 };
 
 // A 1-D convolution: input [b, c_in, l_in]; kernel [c_out, c_in / groups, k] (conv1d) or

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "candle/device.h"
 #include "candle/dtype.h"
@@ -12,9 +13,27 @@
 
 namespace candle::models {
 
+// A decode whose device work does not depend on the position, so that cuda::Graph can record
+// one step and replay it for every token: the KV buffers of the whole capacity allocated ahead
+// (zeros), the position a device tensor. Made by CausalLM::start_static_decode.
+struct StaticDecode {
+  Tensor pos;                // u32 [1] on the model's device: the next token's position (write it,
+                             // e.g. with slice_set, before each step: decode_step does not advance it)
+  std::vector<Tensor> k, v;  // per layer [batch, kv heads, capacity, head dim]
+  size_t capacity = 0;
+};
+
 class CausalLM {
  public:
   virtual ~CausalLM() = default;
+  // A StaticDecode of `batch` rows and `capacity` positions (<= max_seq_len()), at position 0;
+  // Error(UnsupportedOp) for a model without one. Independent of forward()'s KV cache.
+  virtual StaticDecode start_static_decode(size_t batch, size_t capacity);
+  // One token per row, ids [batch, 1] u32 on the model's device, at state.pos: its keys and values
+  // written there, attending to positions 0..pos; the logits [batch, vocab] f32. Every op reads the
+  // position from device tensors (the rope rows by index_select, the KV writes by scatter_set,
+  // attention with the key count on the device), so the same step serves every position.
+  virtual Tensor decode_step(const Tensor& ids, StaticDecode& state);
   // ids [b, t] u32 at positions index_pos.. (index_pos: the tokens already fed since the last
   // clear_kv_cache): the last position's logits [b, vocab] f32.
   virtual Tensor forward(const Tensor& ids, size_t index_pos) = 0;

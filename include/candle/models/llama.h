@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "candle/models/causal_lm.h"
 #include "candle/nn/kv_cache.h"
 #include "candle/nn/var_builder.h"
 #include "candle/tensor.h"
@@ -111,6 +112,9 @@ class Llama {
   // [b, t] from position 0 without a cache: logits [b, t, vocab] f32. Works under autograd
   // (a VarMap-backed VarBuilder gives trainable weights).
   Tensor forward_all(const Tensor& input_ids) const;
+  // The position-independent decode (CausalLM::start_static_decode / decode_step).
+  StaticDecode start_static_decode(size_t batch, size_t capacity) const;
+  Tensor decode_step(const Tensor& ids, StaticDecode& state) const;
   const LlamaConfig& config() const;
 
   struct Impl;

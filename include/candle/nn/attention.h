@@ -29,4 +29,15 @@ Tensor scaled_dot_product_attention_slow(const Tensor& q, const Tensor& k, const
                                          bool causal, std::optional<size_t> sliding_window = std::nullopt,
                                          std::optional<double> softcap = std::nullopt);
 
+// The same over key / value buffers that hold kv_len keys (a u32 scalar tensor on q's device):
+// k [b, hkv, cap, d] and v [b, hkv, cap, dv] are a KV cache's whole capacity, the keys are positions
+// 0..kv_len-1 and query i is at kv_len - tq + i (tq <= kv_len <= cap). A backend that reads the count
+// on the device (the CPU's kernel) does work whose shape does not depend on it, which a CUDA graph
+// can record once for every decode position; elsewhere the count is read back and the buffers
+// narrowed (correct, not recordable).
+Tensor scaled_dot_product_attention_kv_len(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const Tensor& kv_len, double scale, bool causal,
+                                           std::optional<size_t> sliding_window = std::nullopt,
+                                           std::optional<double> softcap = std::nullopt);
+
 }  // namespace candle::nn::ops
