@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -48,7 +49,7 @@ void report(const std::string& test, size_t n, const std::vector<double>& secs) 
 int usage() {
   std::fprintf(stderr,
                "usage: llm_speed MODEL [--pp N] [--tg N] [--reps N] [--threads N] [--device NAME] "
-               "[--dtype f32|f16|bf16] [--seed S]\n");
+               "[--dtype f32|f16|bf16] [--seed S] [--decode cache|static|graph]\n");
   return 2;
 }
 
@@ -56,7 +57,7 @@ int usage() {
 
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
-  std::string model_path = argv[1], device_name = "cpu", dtype_name = "f32";
+  std::string model_path = argv[1], device_name = "cpu", dtype_name = "f32", decode = "cache";
   long pp = 512, tg = 128, reps = 3, threads = 0, seed = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -72,6 +73,8 @@ int main(int argc, char** argv) {
       threads = std::atol(v);
     else if (a == "--device")
       device_name = v;
+    else if (a == "--decode")
+      decode = v;
     else if (a == "--dtype")
       dtype_name = v;
     else if (a == "--seed")
@@ -103,12 +106,47 @@ int main(int argc, char** argv) {
       sync(model->forward(Tensor::from_vec(ids, {1, n}, device), 0));
       return seconds_since(t0);
     };
+    if (decode != "cache" && decode != "static" && decode != "graph") return usage();
+    // --decode static: CausalLM::decode_step (the position a device tensor, KV buffers of the whole
+    // context); graph: the same step recorded once as a CUDA graph and replayed for every token
+    std::optional<candle::models::StaticDecode> st;
+    Tensor step_ids, step_logits;
+#if CANDLE_LLM_SPEED_CUDA
+    std::optional<candle::cuda::Graph> graph;
+#endif
+    auto set_u32 = [&](const Tensor& t, uint32_t v) {
+      t.slice_set(Tensor::from_vec(std::vector<uint32_t>{v}, {1}, device).reshape(t.shape()), 0, 0);
+    };
+    auto static_step = [&](uint32_t id, size_t pos) {
+      if (!st) {
+        st = model->start_static_decode(1,
+                                        std::min<size_t>(model->max_seq_len(), static_cast<size_t>(tg) + 16));
+        step_ids = Tensor::from_vec(std::vector<uint32_t>{0}, {1, 1}, device);
+      }
+      set_u32(step_ids, id);
+      set_u32(st->pos, static_cast<uint32_t>(pos));
+      if (decode == "static") return model->decode_step(step_ids, *st);
+#if CANDLE_LLM_SPEED_CUDA
+      if (!graph)
+        graph =
+            candle::cuda::Graph::capture(device, [&] { step_logits = model->decode_step(step_ids, *st); });
+      graph->replay();
+      return step_logits;
+#else
+      throw candle::Error(candle::ErrorKind::UnsupportedOp,
+                          "llm_speed: --decode graph needs the CUDA backend");
+#endif
+    };
     auto tg_once = [&](size_t n) {
       model->clear_kv_cache();
       auto ids = random_ids(n);
       const auto t0 = Clock::now();
-      for (size_t i = 0; i < n; ++i)
-        sync(model->forward(Tensor::from_vec(std::vector<uint32_t>{ids[i]}, {1, 1}, device), i));
+      for (size_t i = 0; i < n; ++i) {
+        if (decode == "cache")
+          sync(model->forward(Tensor::from_vec(std::vector<uint32_t>{ids[i]}, {1, 1}, device), i));
+        else
+          sync(static_step(ids[i], i));
+      }
       return seconds_since(t0);
     };
     if (pp > 0) {
