@@ -65,11 +65,12 @@ void empty_cache();
 //   ... write new values into `in` in place (Tensor::slice_set, inplace ops) ...
 //   g.replay();   // `out` holds the new result once the device has run it
 // capture() runs `work` once as usual (so that the allocator caches the blocks it needs), then
-// records it: the tensors the recorded run made are written by the replays, not by capture(). A replay reads and writes the very same device memory as the recorded run: the
-// tensors the work reads (weights, inputs) must stay alive and be updated in place, and the
-// tensors it made (outputs) are rewritten by every replay. Device memory the recorded run used is
-// held for the graph's lifetime. Inside the work, copies to or from the host and synchronisation
-// throw Error(Device) (the work must stay on the device), and so does the capture.
+// records it: the tensors the recorded run made are written by the replays, not by capture(). A replay reads
+// and writes the very same device memory as the recorded run: the tensors the work reads (weights, inputs)
+// must stay alive and be updated in place, and the tensors it made (outputs) are rewritten by every replay.
+// Device memory the recorded run used is held for the graph's lifetime. Inside the work, copies to or from
+// the host and synchronisation throw Error(Device) (the work must stay on the device), and so does the
+// capture.
 class Graph {
  public:
   static Graph capture(const Device& dev, const std::function<void()>& work);
