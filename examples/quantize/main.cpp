@@ -8,7 +8,8 @@
 // matrices are quantized (2-d tensors named *.weight; norms, biases and 1-d tensors stay f32),
 // the output projection takes q6_k under K-quant types, and a K-quant that does not divide a row
 // falls back to a legacy type. The output is written under a temporary name and renamed; an
-// existing OUTPUT is kept unless --force.
+// existing OUTPUT is kept unless --force. Tensors are loaded, quantized and written one at a time
+// (gguf_file::Writer), so the memory held stays near that of the largest tensor.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -134,6 +135,13 @@ struct Source {
     if (gguf) return gguf->tensor(n).dequantize(candle::Device::cpu());
     return st->load(n, candle::Device::cpu()).to_dtype(DType::F32);
   }
+  // the tensor's pages of the mapped input leave the resident memory once it is quantized
+  void release(const std::string& n) const {
+    if (gguf)
+      gguf->release(n);
+    else
+      st->release(n);
+  }
   long n_layers() const {
     if (gguf)
       for (const auto& [k, v] : gguf->metadata)
@@ -177,42 +185,52 @@ int run(const std::string& input, const std::string& output, const std::string& 
   meta.emplace_back("general.quantization_version", uint32_t{2});
   meta.emplace_back("general.file_type", target.file_type);
 
-  gguf_file::TensorList tensors;
-  size_t in_bytes = 0, out_bytes = 0, i = 0;
-  const auto t0 = std::chrono::steady_clock::now();
+  // every tensor's type before any work: the writer announces them all in the file's header
+  std::vector<gguf_file::TensorSpec> specs;
   for (const auto& name : src.names) {
-    ++i;
     const Shape shape = src.shape(name);
-    GgmlDType t = tensor_type_for(name, shape, target, n_layers);
-    if (src.is_quantized(name) && !allow_requantize) {
-      if (src.gguf->tensor_infos.at(name).ggml_dtype != t)
-        throw Error(ErrorKind::InvalidArgument,
-                    "tensor " + name + " is already " + src.dtype_name(name) +
-                        " (--allow-requantize dequantizes and quantizes it again)");
-    }
-    Tensor x = src.load_f32(name);
+    const GgmlDType t = tensor_type_for(name, shape, target, n_layers);
+    if (src.is_quantized(name) && !allow_requantize && src.gguf->tensor_infos.at(name).ggml_dtype != t)
+      throw Error(ErrorKind::InvalidArgument, "tensor " + name + " is already " + src.dtype_name(name) +
+                                                  " (--allow-requantize dequantizes and quantizes it again)");
+    specs.push_back({name, shape, t});
+  }
+
+  // one tensor at a time: load (a view of the mapped input, or its f32 values), quantize, write,
+  // drop; the output goes to a temporary file renamed over OUTPUT at the end
+  gguf_file::Writer out(output, meta, specs);
+  size_t in_bytes = 0, out_bytes = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string& name = specs[i].name;
+    const Shape& shape = specs[i].shape;
+    const GgmlDType t = specs[i].ggml_dtype;
     std::optional<QTensor> q;
     auto im = imatrix.find(name);
-    if (im != imatrix.end() && ggml_is_quantized(t)) {
-      if (im->second.size() != shape.dims().back())
-        throw Error(ErrorKind::ShapeMismatch,
-                    "imatrix entry " + name + " has " + std::to_string(im->second.size()) +
-                        " values, the tensor's rows " + std::to_string(shape.dims().back()));
-      q = QTensor::quantize_imatrix(x, im->second, t);
-    } else {
-      q = QTensor::quantize(x, t);
+    {
+      Tensor x = src.load_f32(name);
+      if (im != imatrix.end() && ggml_is_quantized(t)) {
+        if (im->second.size() != shape.dims().back())
+          throw Error(ErrorKind::ShapeMismatch,
+                      "imatrix entry " + name + " has " + std::to_string(im->second.size()) +
+                          " values, the tensor's rows " + std::to_string(shape.dims().back()));
+        q = QTensor::quantize_imatrix(x, im->second, t);
+      } else {
+        q = QTensor::quantize(x, t);
+      }
     }
+    out.write_tensor(*q);
+    src.release(name);
     in_bytes += src.bytes(name);
     out_bytes += q->storage_size_in_bytes();
     std::string dims;
     for (size_t d : shape.dims()) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-    std::fprintf(stderr, "[%4zu/%4zu] %-40s [%s] %s -> %s%s, %.2f MiB\n", i, src.names.size(), name.c_str(),
+    std::fprintf(stderr, "[%4zu/%4zu] %-40s [%s] %s -> %s%s, %.2f MiB\n", i + 1, specs.size(), name.c_str(),
                  dims.c_str(), src.dtype_name(name).c_str(), std::string(ggml_dtype_name(t)).c_str(),
                  im != imatrix.end() && ggml_is_quantized(t) ? " (imatrix)" : "",
                  static_cast<double>(q->storage_size_in_bytes()) / (1 << 20));
-    tensors.emplace_back(name, std::move(*q));
   }
-  gguf_file::write(output, meta, tensors);
+  out.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "wrote %s: %.2f MiB (input %.2f MiB), %.1f s\n", output.c_str(),
                static_cast<double>(out_bytes) / (1 << 20), static_cast<double>(in_bytes) / (1 << 20), secs);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -56,6 +57,26 @@ std::shared_ptr<MmapedFile> MmapedFile::open(const std::string& path) {
 
 MmapedFile::~MmapedFile() {
   if (data_) ::munmap(data_, size_);
+}
+
+void MmapedFile::release(const void* p, size_t n) const {
+#ifdef MADV_PAGEOUT
+  if (n == 0 || !contains(p, n)) return;
+  // Whole 2 MiB spans of the file: the page cache holds large folios (up to 2 MiB, aligned in the
+  // file) and keeps one that a range covers only in part, so page-rounded ranges of unaligned
+  // tensors left ~1 MiB each resident (measured: 300 of 2100 MiB for 5 MB ranges). The span
+  // where the range ends is left to the range after it (the next tensor in the file, not yet
+  // read in a pass in file order), unless the range ends the file.
+  constexpr size_t kSpan = size_t(2) << 20;
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t off = static_cast<size_t>(static_cast<const std::byte*>(p) - data_);
+  const size_t b = off / kSpan * kSpan;
+  const size_t e = off + n == size_ ? (size_ + page - 1) / page * page : (off + n) / kSpan * kSpan;
+  if (e > b) ::madvise(data_ + b, e - b, MADV_PAGEOUT);
+#else
+  (void)p;
+  (void)n;
+#endif
 }
 
 bool MmapedFile::contains(const void* p, size_t n) const {

@@ -25,6 +25,13 @@ class MmapedFile {
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   // Whether [p, p + n) lies inside the mapping.
   bool contains(const void* p, size_t n) const;
+  // Tells the system that the pages under [p, p + n) (inside the mapping) are done with: they
+  // leave the process's resident memory and are read from the file again on the next access
+  // (MADV_PAGEOUT: nothing changes for the tensors that view them, written copy-on-write pages
+  // included). In whole 2 MiB spans of the file: from the one holding p up to the one holding
+  // p + n, which is left to the range that follows (unless the range ends the file), so that a
+  // pass in file order drops everything. Best effort: a system without it keeps the pages.
+  void release(const void* p, size_t n) const;
 
  private:
   MmapedFile(std::string path, std::byte* data, size_t size)

@@ -498,6 +498,13 @@ std::vector<std::string> MmapedSafetensors::names() const {
 
 const std::map<std::string, std::string>& MmapedSafetensors::metadata() const { return impl_->metadata; }
 
+void MmapedSafetensors::release(const std::string& name) const {
+  auto [fi, ti] = impl_->route(name);
+  const Impl::File& f = impl_->files[fi];
+  const TensorInfo& t = f.header.tensors[ti];
+  f.map->release(f.map->data() + f.header.data_start + t.begin, t.end - t.begin);
+}
+
 std::pair<DType, Shape> MmapedSafetensors::info(const std::string& name) const {
   auto [fi, ti] = impl_->route(name);
   const TensorInfo& t = impl_->files[fi].header.tensors[ti];

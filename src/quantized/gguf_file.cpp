@@ -348,6 +348,7 @@ Content Content::read(const std::string& path) {
   std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(mapping->data()), mapping->size());
   Content c = Parser(bytes, path).parse();
   c.owner_ = mapping;
+  c.mapped_ = true;
   c.file_ = bytes;
   c.label_ = path;
   return c;
@@ -383,6 +384,12 @@ QTensor Content::tensor(const std::string& name, const Device& device) const {
     return QTensor::from_bytes(owner_, file_.subspan(tensor_data_offset + t.offset, n), t.shape, t.ggml_dtype,
                                device);
   });
+}
+
+void Content::release(const std::string& name) const {
+  if (!mapped_) return;
+  const QTensor t = tensor(name);  // checks the name and the range
+  static_cast<const io::MmapedFile*>(owner_.get())->release(t.data().data(), t.data().size());
 }
 
 const Value* Content::find(const std::string& key) const {

@@ -1,5 +1,6 @@
 // GGUF v3 write: the header, the metadata, the tensor infos, then every tensor's blocks at a
-// multiple of the alignment (each padded with zeros to the next multiple, as ggml writes).
+// multiple of the alignment (each padded with zeros to the next multiple, as ggml writes). One
+// code path: write() is a Writer given every tensor at once.
 #include <cstring>
 #include <functional>
 #include <ostream>
@@ -48,7 +49,7 @@ uint64_t alignment_of(const MetadataList& metadata) {
   return kDefaultAlignment;
 }
 
-void check(const MetadataList& metadata, const TensorList& tensors) {
+void check(const MetadataList& metadata, const std::vector<TensorSpec>& tensors) {
   std::set<std::string_view> keys, names;
   for (const auto& [k, v] : metadata) {
     if (k.empty()) bad("a metadata key is empty");
@@ -56,23 +57,32 @@ void check(const MetadataList& metadata, const TensorList& tensors) {
     if (!keys.insert(k).second) bad("metadata key '" + printable(k) + "' appears twice");
     check_value(v, k, 0);
   }
-  for (const auto& [name, t] : tensors) {
-    if (!detail::valid_utf8(name)) bad("tensor name '" + printable(name) + "' is not valid UTF-8");
-    if (!names.insert(name).second) bad("tensor '" + printable(name) + "' appears twice");
-    if (t.shape().rank() > kMaxDims)
-      bad("tensor '" + printable(name) + "' has " + std::to_string(t.shape().rank()) +
+  for (const TensorSpec& t : tensors) {
+    if (!detail::valid_utf8(t.name)) bad("tensor name '" + printable(t.name) + "' is not valid UTF-8");
+    if (!names.insert(t.name).second) bad("tensor '" + printable(t.name) + "' appears twice");
+    if (t.shape.rank() > kMaxDims)
+      bad("tensor '" + printable(t.name) + "' has " + std::to_string(t.shape.rank()) +
           " dims (GGUF holds at most " + std::to_string(kMaxDims) + ")");
-    const TensorInfo info{t.dtype(), t.shape(), 0};
-    if (info.size_in_bytes() != t.data().size())
-      bad("tensor '" + printable(name) + "' holds " + std::to_string(t.data().size()) + " bytes, its shape " +
-          t.shape().to_string() + " of " + std::string(ggml_dtype_name(t.dtype())) + " needs " +
-          std::to_string(info.size_in_bytes()));
   }
 }
 
-class Writer {
+std::string describe(const TensorSpec& t) {
+  return "tensor '" + printable(t.name) + "' (" + t.shape.to_string() + " of " +
+         std::string(ggml_dtype_name(t.ggml_dtype)) + ")";
+}
+
+// the blocks' size, the error naming the tensor when its rows are not whole blocks
+size_t checked_size(const TensorSpec& t) {
+  try {
+    return t.size_in_bytes();
+  } catch (const Error& e) {
+    bad(describe(t) + ": " + e.what());
+  }
+}
+
+class ByteSink {
  public:
-  explicit Writer(Put put) : put_(std::move(put)) {}
+  explicit ByteSink(Put put) : put_(std::move(put)) {}
   template <typename T>
   void pod(T v) {
     put_(&v, sizeof v);
@@ -124,50 +134,173 @@ class Writer {
   uint64_t n_ = 0;
 };
 
-void write_all(const MetadataList& metadata, const TensorList& tensors, Put put) {
-  check(metadata, tensors);
-  const uint64_t alignment = alignment_of(metadata);
-  Writer w(std::move(put));
-  w.raw("GGUF", 4);
-  w.pod<uint32_t>(3);
-  w.pod<uint64_t>(tensors.size());
-  w.pod<uint64_t>(metadata.size());
-  for (const auto& [k, v] : metadata) {
-    w.string(k);
-    w.pod(static_cast<uint32_t>(v.value_type()));
-    w.value(v);
+}  // namespace
+
+size_t TensorSpec::size_in_bytes() const { return TensorInfo{ggml_dtype, shape, 0}.size_in_bytes(); }
+
+struct Writer::Impl {
+  std::unique_ptr<io::AtomicFile> file;  // when writing to a path
+  ByteSink sink;
+  std::vector<TensorSpec> tensors;
+  std::vector<size_t> sizes;
+  uint64_t alignment = kDefaultAlignment;
+  size_t next = 0;
+  bool finished = false;
+  bool broken = false;  // a write failed part way: the output is not a GGUF file any more
+
+  Impl(Put put, std::vector<TensorSpec> ts) : sink(std::move(put)), tensors(std::move(ts)) {}
+
+  // Checks everything before the first byte (and the temporary file) exists.
+  static void validate(const MetadataList& metadata, const std::vector<TensorSpec>& tensors) {
+    check(metadata, tensors);
+    alignment_of(metadata);
+    for (const TensorSpec& t : tensors) checked_size(t);
   }
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    w.string(name);
-    const auto& dims = t.shape().dims();
-    w.pod<uint32_t>(static_cast<uint32_t>(dims.size()));
-    for (size_t d = dims.size(); d-- > 0;) w.pod<uint64_t>(dims[d]);  // ne[]: the reverse of candle's
-    w.pod(static_cast<uint32_t>(t.dtype()));
-    w.pod<uint64_t>(offset);
-    offset += (t.data().size() + alignment - 1) / alignment * alignment;
+
+  void start(const MetadataList& metadata) {
+    alignment = alignment_of(metadata);
+    for (const TensorSpec& t : tensors) sizes.push_back(checked_size(t));
+    guarded([&] {
+      sink.raw("GGUF", 4);
+      sink.pod<uint32_t>(3);
+      sink.pod<uint64_t>(tensors.size());
+      sink.pod<uint64_t>(metadata.size());
+      for (const auto& [k, v] : metadata) {
+        sink.string(k);
+        sink.pod(static_cast<uint32_t>(v.value_type()));
+        sink.value(v);
+      }
+      uint64_t offset = 0;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        sink.string(tensors[i].name);
+        const auto& dims = tensors[i].shape.dims();
+        sink.pod<uint32_t>(static_cast<uint32_t>(dims.size()));
+        for (size_t d = dims.size(); d-- > 0;) sink.pod<uint64_t>(dims[d]);  // ne[]: the reverse of candle's
+        sink.pod(static_cast<uint32_t>(tensors[i].ggml_dtype));
+        sink.pod<uint64_t>(offset);
+        offset += (sizes[i] + alignment - 1) / alignment * alignment;
+      }
+      sink.pad_to(alignment);
+    });
   }
-  w.pad_to(alignment);
-  for (const auto& [name, t] : tensors) {
-    w.raw(t.data().data(), t.data().size());
-    w.pad_to(alignment);
+
+  template <typename Fn>
+  void guarded(Fn&& fn) {
+    broken = true;
+    fn();
+    broken = false;
   }
+
+  void usable(const char* what) const {
+    if (broken) bad(std::string(what) + " after a failed write");
+    if (finished) bad(std::string(what) + " after finish()");
+  }
+
+  void write(std::span<const uint8_t> blocks) {
+    usable("a tensor written");
+    if (next == tensors.size())
+      bad("all " + std::to_string(tensors.size()) + " tensors are already written; a " +
+          std::to_string(blocks.size()) + "-byte tensor is one too many");
+    const TensorSpec& t = tensors[next];
+    if (blocks.size() != sizes[next])
+      bad(describe(t) + " takes " + std::to_string(sizes[next]) + " bytes, " + std::to_string(blocks.size()) +
+          " were given");
+    guarded([&] {
+      sink.raw(blocks.data(), blocks.size());
+      sink.pad_to(alignment);
+    });
+    ++next;
+  }
+
+  void finish() {
+    usable("finish()");
+    if (next != tensors.size())
+      bad("finish() after " + std::to_string(next) + " of " + std::to_string(tensors.size()) +
+          " tensors: " + describe(tensors[next]) + " and any after it were not written");
+    guarded([&] {
+      if (file) file->commit();
+    });
+    finished = true;
+  }
+};
+
+Writer::Writer(const std::string& path, const MetadataList& metadata, std::vector<TensorSpec> tensors) {
+  Impl::validate(metadata, tensors);  // before a temporary file exists
+  auto file = std::make_unique<io::AtomicFile>(path);
+  io::AtomicFile* f = file.get();
+  impl_ = std::make_unique<Impl>([f](const void* p, size_t n) { f->write(p, n); }, std::move(tensors));
+  impl_->file = std::move(file);
+  impl_->start(metadata);
+}
+
+Writer::Writer(std::ostream& out, const MetadataList& metadata, std::vector<TensorSpec> tensors) {
+  Impl::validate(metadata, tensors);
+  impl_ = std::make_unique<Impl>(
+      [&out](const void* p, size_t n) {
+        out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+        if (!out) throw Error(ErrorKind::Io, "gguf write: the output stream failed");
+      },
+      std::move(tensors));
+  impl_->start(metadata);
+}
+
+Writer::~Writer() = default;
+
+void Writer::write_tensor(std::span<const uint8_t> blocks) { impl_->write(blocks); }
+
+void Writer::write_tensor(const QTensor& t) {
+  impl_->usable("a tensor written");
+  if (impl_->next < impl_->tensors.size()) {
+    const TensorSpec& want = impl_->tensors[impl_->next];
+    if (t.dtype() != want.ggml_dtype || t.shape() != want.shape)
+      bad(describe(want) + " was announced, a tensor of " + t.shape().to_string() + " of " +
+          std::string(ggml_dtype_name(t.dtype())) + " was given");
+  }
+  impl_->write(t.data());
+}
+
+void Writer::finish() { impl_->finish(); }
+
+size_t Writer::tensors_written() const { return impl_->next; }
+
+namespace {
+
+std::vector<TensorSpec> specs_of(const TensorList& tensors) {
+  std::vector<TensorSpec> specs;
+  specs.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) specs.push_back({name, t.shape(), t.dtype()});
+  return specs;
+}
+
+// every tensor's blocks against its shape and type, before a byte (or the temporary file) exists
+void check_blocks(const std::vector<TensorSpec>& specs, const TensorList& tensors) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const size_t want = checked_size(specs[i]), got = tensors[i].second.data().size();
+    if (want != got)
+      bad("tensor '" + printable(specs[i].name) + "' holds " + std::to_string(got) + " bytes, its shape " +
+          specs[i].shape.to_string() + " of " + std::string(ggml_dtype_name(specs[i].ggml_dtype)) +
+          " needs " + std::to_string(want));
+  }
+}
+
+template <typename Out>
+void write_whole(Out& out, const MetadataList& metadata, const TensorList& tensors) {
+  std::vector<TensorSpec> specs = specs_of(tensors);
+  check(metadata, specs);
+  check_blocks(specs, tensors);
+  Writer w(out, metadata, std::move(specs));
+  for (const auto& [name, t] : tensors) w.write_tensor(t.data());
+  w.finish();
 }
 
 }  // namespace
 
 void write(const std::string& path, const MetadataList& metadata, const TensorList& tensors) {
-  check(metadata, tensors);  // before a temporary file exists
-  io::AtomicFile f(path);
-  write_all(metadata, tensors, [&](const void* p, size_t n) { f.write(p, n); });
-  f.commit();
+  write_whole(path, metadata, tensors);
 }
 
 void write(std::ostream& out, const MetadataList& metadata, const TensorList& tensors) {
-  write_all(metadata, tensors, [&](const void* p, size_t n) {
-    out.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
-    if (!out) throw Error(ErrorKind::Io, "gguf write: the output stream failed");
-  });
+  write_whole(out, metadata, tensors);
 }
 
 }  // namespace candle::quantized::gguf_file

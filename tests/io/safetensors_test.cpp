@@ -213,6 +213,18 @@ TEST(Safetensors, MmapedLazyAccess) {
   expect_error([&] { st.info("nope"); });
 }
 
+// release() lets the mapping's pages go: views of them read the same, from the file again
+TEST(Safetensors, MmapedReleaseKeepsTheViews) {
+  safetensors::MmapedSafetensors st(data_path("mixed.safetensors"));
+  Tensor b = st.load("b", Device::cpu());
+  for (const std::string& name : st.names()) st.release(name);
+  EXPECT_EQ(b.to_vec1<uint8_t>(), (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_EQ(st.load("w", Device::cpu()).to_vec2<float>(),
+            (std::vector<std::vector<float>>{{0, 1, 2}, {3, 4, 5}}));
+  Error e = expect_error([&] { st.release("nope"); });
+  EXPECT_TRUE(contains(e.what(), "'nope'")) << e.what();
+}
+
 TEST(Safetensors, MmapedShards) {
   TempDir dir;
   auto dev = Device::cpu();

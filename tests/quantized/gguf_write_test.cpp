@@ -80,6 +80,29 @@ std::string hex(std::span<const uint8_t> b) {
   return s;
 }
 
+// FNV-1a (64-bit) of the bytes: a fingerprint of a whole file
+uint64_t fnv1a(std::span<const uint8_t> b) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint8_t x : b) h = (h ^ x) * 0x100000001b3ull;
+  return h;
+}
+
+// a small model of hand-made blocks (no quantizer in the way: the same bytes on every machine):
+// sizes that need padding, K-quant and legacy blocks, every metadata type
+std::pair<MetadataList, TensorList> small_model(uint32_t alignment) {
+  MetadataList md = sample_metadata();
+  if (alignment != kDefaultAlignment) md.emplace_back("general.alignment", Value(alignment));
+  TensorList ts = {
+      {"token_embd.weight", qtensor(pattern(4 * 144, 3), Shape({4, 256}), GgmlDType::Q4K)},
+      {"blk.0.attn_norm.weight", qtensor(f32_bytes({1, 2, 3, 4, 5}), Shape({5}), GgmlDType::F32)},
+      {"blk.0.attn_q.weight", qtensor(pattern(2 * 210, 5), Shape({2, 256}), GgmlDType::Q6K)},
+      {"blk.0.ffn_down.weight", qtensor(pattern(3 * 18, 9), Shape({3, 32}), GgmlDType::Q4_0)},
+      {"blk.0.ffn_up.weight", qtensor(pattern(3 * 7 * 2, 11), Shape({3, 7}), GgmlDType::F16)},
+      {"output.weight", qtensor(pattern(2 * 34, 13), Shape({2, 32}), GgmlDType::Q8_0)},
+  };
+  return {std::move(md), std::move(ts)};
+}
+
 }  // namespace
 
 TEST(GgufWrite, RoundTrip) {
@@ -144,6 +167,149 @@ TEST(GgufWrite, StreamWritesTheSameBytes) {
   write(os, sample_metadata(), sample_tensors());
   const std::string s = os.str();
   EXPECT_EQ(std::vector<uint8_t>(s.begin(), s.end()), file_bytes(dir.file("a.gguf")));
+}
+
+std::vector<TensorSpec> specs_of(const TensorList& ts) {
+  std::vector<TensorSpec> specs;
+  for (const auto& [name, t] : ts) specs.push_back({name, t.shape(), t.dtype()});
+  return specs;
+}
+
+// The fingerprints are those of write() before it was built on Writer (commit f8d096d): the
+// streaming writer, write() on top of it and the stream form give those bytes.
+TEST(GgufWrite, WriterGivesTheBytesOfTheWholeFileWriter) {
+  const struct {
+    uint32_t alignment;
+    size_t size;
+    uint64_t fnv;
+  } cases[] = {{32, 2112, 0xa9764cdea860935dull}, {64, 2240, 0xf42639050bb72266ull}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.alignment);
+    TempDir dir;
+    auto [md, ts] = small_model(c.alignment);
+    {
+      Writer w(dir.file("streamed.gguf"), md, specs_of(ts));
+      for (size_t i = 0; i < ts.size(); ++i) {
+        EXPECT_EQ(w.tensors_written(), i);
+        if (i % 2)
+          w.write_tensor(ts[i].second);
+        else
+          w.write_tensor(ts[i].second.data());
+      }
+      EXPECT_FALSE(std::filesystem::exists(dir.file("streamed.gguf")));  // not before finish()
+      w.finish();
+    }
+    write(dir.file("whole.gguf"), md, ts);
+    std::ostringstream os;
+    {
+      Writer w(os, md, specs_of(ts));
+      for (const auto& [name, t] : ts) w.write_tensor(t);
+      w.finish();
+    }
+    const std::string s = os.str();
+    const std::vector<uint8_t> streamed = file_bytes(dir.file("streamed.gguf"));
+    EXPECT_EQ(streamed.size(), c.size);
+    EXPECT_EQ(fnv1a(streamed), c.fnv);
+    EXPECT_EQ(file_bytes(dir.file("whole.gguf")), streamed);
+    EXPECT_EQ(std::vector<uint8_t>(s.begin(), s.end()), streamed);
+    EXPECT_EQ(dir.entries(), (std::vector<std::string>{"streamed.gguf", "whole.gguf"}));
+  }
+}
+
+// A refused tensor writes nothing: the writer goes on with the right blocks and the file is the
+// same as one written without the mistake.
+TEST(GgufWrite, WriterRefusesBlocksOfTheWrongSizeOrType) {
+  TempDir dir;
+  auto [md, ts] = small_model(32);
+  Writer w(dir.file("m.gguf"), md, specs_of(ts));
+  w.write_tensor(ts[0].second);
+  const std::vector<uint8_t> short_blocks(419);
+  EXPECT_EQ(error_of([&] { w.write_tensor(short_blocks); }),
+            "gguf write: tensor 'blk.0.attn_norm.weight' ([5] of f32) takes 20 bytes, 419 were given");
+  EXPECT_EQ(error_of([&] { w.write_tensor(ts[2].second); }),
+            "gguf write: tensor 'blk.0.attn_norm.weight' ([5] of f32) was announced, a tensor of [2, 256] of "
+            "q6_K was given");
+  EXPECT_EQ(w.tensors_written(), 1u);
+  for (size_t i = 1; i < ts.size(); ++i) w.write_tensor(ts[i].second);
+  EXPECT_EQ(error_of([&] { w.write_tensor(ts[0].second); }),
+            "gguf write: all 6 tensors are already written; a 576-byte tensor is one too many");
+  w.finish();
+  EXPECT_EQ(fnv1a(file_bytes(dir.file("m.gguf"))), 0xa9764cdea860935dull);
+  EXPECT_EQ(error_of([&] { w.finish(); }), "gguf write: finish() after finish()");
+}
+
+// finish() before the last tensor names the first missing one; the writer then removes its
+// temporary, leaving the previous file as it was (and no file where there was none).
+TEST(GgufWrite, WriterNeedsEveryTensorAndLeavesNoHalfFile) {
+  TempDir dir;
+  auto [md, ts] = small_model(32);
+  put_file(dir.file("old.gguf"), {'o', 'l', 'd'});
+  for (const char* name : {"old.gguf", "new.gguf"}) {
+    SCOPED_TRACE(name);
+    {
+      Writer w(dir.file(name), md, specs_of(ts));
+      for (size_t i = 0; i < 3; ++i) w.write_tensor(ts[i].second);
+      EXPECT_EQ(error_of([&] { w.finish(); }),
+                "gguf write: finish() after 3 of 6 tensors: tensor 'blk.0.ffn_down.weight' ([3, 32] of q4_0) "
+                "and any after it were not written");
+      EXPECT_EQ(dir.entries().size(), 2u);  // the temporary, beside old.gguf
+    }
+    EXPECT_EQ(dir.entries(), std::vector<std::string>{"old.gguf"});
+    EXPECT_EQ(file_bytes(dir.file("old.gguf")), (std::vector<uint8_t>{'o', 'l', 'd'}));
+  }
+  // refused announcements: no temporary file is made
+  EXPECT_EQ(error_of([&] {
+              Writer(dir.file("new.gguf"), md, {{"w", Shape({2, 33}), GgmlDType::Q8_0}});
+            }),
+            "gguf write: tensor 'w' ([2, 33] of q8_0): a row of 33 elements is not a whole number of q8_0 "
+            "blocks of 32");
+  EXPECT_EQ(error_of([&] {
+              Writer(dir.file("new.gguf"), md,
+                     {{"w", Shape({32}), GgmlDType::F32}, {"w", Shape({32}), GgmlDType::F32}});
+            }),
+            "gguf write: tensor 'w' appears twice");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"old.gguf"});
+}
+
+// a write that failed part way leaves a stream that is no GGUF file: the writer refuses the rest
+TEST(GgufWrite, WriterRefusesEverythingAfterAFailedWrite) {
+  auto [md, ts] = small_model(32);
+  std::ostringstream os;
+  Writer w(os, md, specs_of(ts));
+  os.setstate(std::ios::badbit);
+  try {
+    w.write_tensor(ts[0].second);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io);
+    EXPECT_STREQ(e.what(), "gguf write: the output stream failed");
+  }
+  os.clear();
+  EXPECT_EQ(error_of([&] { w.write_tensor(ts[0].second); }),
+            "gguf write: a tensor written after a failed write");
+  EXPECT_EQ(error_of([&] { w.finish(); }), "gguf write: finish() after a failed write");
+}
+
+// release() lets a mapped file's pages go; the tensors that view them read the same afterwards
+TEST(GgufWrite, ReleasedTensorsReadTheSame) {
+  TempDir dir;
+  auto [md, ts] = small_model(32);
+  write(dir.file("m.gguf"), md, ts);
+  const std::vector<uint8_t> bytes = file_bytes(dir.file("m.gguf"));
+  Content mapped = Content::read(dir.file("m.gguf"));
+  Content buffered = Content::read_buffer(bytes);
+  for (const Content* c : {&mapped, &buffered}) {
+    QTensor held = c->tensor("blk.0.attn_q.weight");
+    for (const auto& [name, t] : ts) c->release(name);
+    for (const auto& [name, t] : ts) {
+      SCOPED_TRACE(name);
+      QTensor r = c->tensor(name);
+      EXPECT_TRUE(std::equal(r.data().begin(), r.data().end(), t.data().begin(), t.data().end()));
+    }
+    EXPECT_TRUE(std::equal(held.data().begin(), held.data().end(), ts[2].second.data().begin(),
+                           ts[2].second.data().end()));
+  }
+  EXPECT_EQ(error_of([&] { mapped.release("nope"); }), dir.file("m.gguf") + ": no tensor 'nope'");
 }
 
 TEST(GgufWrite, HonoursGeneralAlignment) {

@@ -1,8 +1,15 @@
 // candle-quantize as a user runs it: a small llama-shaped f16 safetensors model to GGUF files of
 // plain types and of llama.cpp's Q4_K_M mix; the bytes are QTensor::quantize's, the output is
-// kept unless --force, and llama.cpp's reader accepts the file.
+// kept unless --force, llama.cpp's reader accepts the file, and the memory held does not grow
+// with the model.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -200,4 +207,127 @@ TEST_F(QuantizeFixture, ImatrixDatWeightsTheQuantizer) {
   r = run(cmd(dir / "bad.gguf", "q4_k", "--imatrix " + dat.string()));
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("imatrix.dat"), std::string::npos) << r.err;
+}
+
+// An error part way (an imatrix entry of the wrong length for a tensor after the first ones were
+// written) leaves neither a half file nor a temporary, and an OUTPUT replaced with --force as it was.
+TEST_F(QuantizeFixture, AFailurePartWayLeavesTheOutputAsItWas) {
+  const std::string name = "model.layers.3.self_attn.q_proj.weight";
+  const fs::path dat = dir / "short.dat";
+  {
+    std::ofstream f(dat, std::ios::binary);
+    auto put = [&](int32_t v) { f.write(reinterpret_cast<const char*>(&v), 4); };
+    put(1);
+    put(static_cast<int32_t>(name.size()));
+    f.write(name.data(), static_cast<std::streamsize>(name.size()));
+    put(1);
+    put(static_cast<int32_t>(kDim / 2));
+    const std::vector<float> v(kDim / 2, 1.f);
+    f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  }
+  const fs::path out = dir / "out.gguf";
+  { std::ofstream(out) << "precious"; }
+  for (const char* force : {"--force", ""}) {
+    SCOPED_TRACE(force);
+    if (!*force) fs::remove(out);
+    auto r = run(cmd(out, "q4_k", "--imatrix " + dat.string() + " " + force));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("[   1/"), std::string::npos) << r.err;  // tensors were written before it
+    EXPECT_NE(r.err.find("imatrix entry " + name + " has 128 values"), std::string::npos) << r.err;
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    if (*force) {
+      EXPECT_EQ(left, (std::vector<std::string>{"model.safetensors", "out.gguf", "short.dat"}));
+      EXPECT_EQ(fs::file_size(out), 8u);
+    } else {
+      EXPECT_EQ(left, (std::vector<std::string>{"model.safetensors", "short.dat"}));
+    }
+  }
+}
+
+namespace {
+
+struct Measured {
+  int rc;
+  long peak_rss_kib;  // the child's ru_maxrss
+  std::string err;
+};
+
+// Runs args[0] with args (no shell between: wait4's peak resident memory is the program's own,
+// or this process's resident memory at the fork when that is larger), stderr to `err_path`.
+Measured run_measured(const std::vector<std::string>& args, const fs::path& err_path) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (err_fd < 0) return {-1, 0, "cannot create " + err_path.string()};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(err_fd, 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(err_fd);
+  if (pid < 0) return {-1, 0, "fork failed"};
+  int status = 0;
+  struct rusage ru {};
+  if (::wait4(pid, &status, 0, &ru) != pid) return {-1, 0, "wait4 failed"};
+  std::ifstream f(err_path);
+  std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ru.ru_maxrss, err};
+}
+
+long self_rss_kib() {
+  std::ifstream f("/proc/self/statm");
+  long pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
+}  // namespace
+
+// A 384 MiB f32 model (24 matrices of 16 MiB) to f16: the input is mapped and each tensor's
+// pages are let go once it is written, and the output goes to the file tensor by tensor, so the
+// peak stays near one tensor. Holding the output until the end (192 MiB here) or keeping the
+// whole input resident would both exceed the bound of a third of the model plus 64 MiB.
+TEST_F(QuantizeFixture, PeakMemoryDoesNotGrowWithTheModel) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "under AddressSanitizer (its shadow memory and quarantine of freed blocks) the peak "
+                  "resident memory says nothing about the program's";
+#endif
+  constexpr size_t kMatrices = 24, kRows = 1024, kCols = 4096;
+  constexpr long kModelKib = long(kMatrices * kRows * kCols * 4 / 1024);
+  const fs::path big = dir / "big.safetensors", out = dir / "big-f16.gguf";
+  {
+    std::unordered_map<std::string, Tensor> t;
+    Device cpu = Device::cpu();
+    cpu.set_seed(5);
+    Tensor w = Tensor::randn(0.f, 0.02f, {kRows, kCols}, cpu);
+    const char* proj[] = {"gate_proj", "up_proj", "down_proj"};
+    for (size_t i = 0; i < kMatrices; ++i)  // distinct values per matrix, without drawing them all
+      t.emplace("model.layers." + std::to_string(i / 3) + ".mlp." + proj[i % 3] + ".weight",
+                w.affine(1.0 + 0.01 * double(i), 0.0));
+    t.emplace("model.norm.weight", Tensor::ones({kCols}, DType::F32, cpu));
+    safetensors::save(t, big.string());
+  }
+  // this process's freed model must not count for the child (a forked child starts with the
+  // parent's resident pages)
+  candle::empty_cpu_cache();
+  ::malloc_trim(0);
+  const long parent_kib = self_rss_kib();
+  const Measured m = run_measured({exe.string(), big.string(), out.string(), "f16"}, dir / "err.txt");
+  ASSERT_EQ(m.rc, 0) << m.err;
+  EXPECT_NE(m.err.find("[  25/  25]"), std::string::npos) << m.err;
+  const long bound_kib = kModelKib / 3 + 64 * 1024;
+  EXPECT_LT(m.peak_rss_kib, bound_kib)
+      << "model " << kModelKib / 1024 << " MiB, peak " << m.peak_rss_kib / 1024
+      << " MiB, this process at the fork " << parent_kib / 1024 << " MiB";
+  std::printf("candle-quantize f32 -> f16, %ld MiB model: peak RSS %ld MiB (this process %ld MiB)\n",
+              kModelKib / 1024, m.peak_rss_kib / 1024, parent_kib / 1024);
+  auto c = gguf_file::Content::read(out.string());
+  ASSERT_EQ(c.tensor_infos.size(), kMatrices + 1);
+  QTensor q = c.tensor("model.layers.7.mlp.down_proj.weight");
+  EXPECT_EQ(q.dtype(), GgmlDType::F16);
+  EXPECT_EQ(q.shape(), Shape({kRows, kCols}));
 }

@@ -36,6 +36,11 @@ class MmapedSafetensors {
   const std::map<std::string, std::string>& metadata() const;
   // Dtype and shape of a tensor without loading it.
   std::pair<DType, Shape> info(const std::string& name) const;
+  // Tells the system that the tensor's bytes in the file are done with for now: its pages leave
+  // the process's resident memory and are read again on the next access; loaded tensors that
+  // view them stay valid. For one pass over a model larger than memory (candle-quantize); the
+  // last 2 MiB or less go with the tensor that follows it in the file.
+  void release(const std::string& name) const;
 
  private:
   struct Impl;

@@ -157,12 +157,19 @@ class Content {
   // The tensor `name` (Error(InvalidArgument) naming it when absent): its blocks in the file,
   // not copied (QTensor::from_bytes).
   QTensor tensor(const std::string& name, const Device& device = Device::cpu()) const;
+  // Tells the system that the blocks of tensor `name` in a file read() mapped are done with for
+  // now: their pages leave the process's resident memory and are read again on the next access;
+  // QTensors that view them stay valid. For one pass over a model larger than memory (the last
+  // 2 MiB or less go with the tensor that follows it in the file). Nothing happens for a Content
+  // read from a buffer.
+  void release(const std::string& name) const;
   // The value of `key`, or Error(InvalidArgument) naming the key; find: nullptr when absent.
   const Value& get(const std::string& key) const;
   const Value* find(const std::string& key) const;
 
  private:
   std::shared_ptr<const void> owner_;
+  bool mapped_ = false;  // owner_ is the io::MmapedFile of file_
   std::span<const uint8_t> file_;
   std::string label_;  // the path, for messages
 };
@@ -170,12 +177,54 @@ class Content {
 using MetadataList = std::vector<std::pair<std::string, Value>>;
 using TensorList = std::vector<std::pair<std::string, QTensor>>;
 
-// GGUF v3: the metadata (in this order) and the tensors (in this order, each at a multiple of
-// the alignment: general.alignment when the metadata has it, a power-of-two u32, else 32).
-// Throws Error(InvalidArgument) on an empty, non-UTF-8 or repeated key or tensor name, a
-// heterogeneous array, arrays nested deeper than kMaxArrayDepth, a tensor of more than
-// kMaxDims dims. The file at `path` is written under a temporary name and renamed over
-// `path` at the end: a failure leaves the previous file as it was.
+// A tensor as the writer announces it before its blocks: name, shape (candle's order) and type.
+struct TensorSpec {
+  std::string name;
+  Shape shape;
+  GgmlDType ggml_dtype;
+  // bytes of its blocks (TensorInfo::size_in_bytes)
+  size_t size_in_bytes() const;
+};
+
+// GGUF v3 written tensor by tensor, so that a model larger than memory can be written while it
+// is made (candle-quantize: load, quantize, write, drop). The constructor takes the metadata (in
+// this order) and every tensor's name, shape and type (in this order), checks them
+// (Error(InvalidArgument) on an empty, non-UTF-8 or repeated key or tensor name, a heterogeneous
+// array, arrays nested deeper than kMaxArrayDepth, a tensor of more than kMaxDims dims or of
+// rows that are not whole blocks) and writes the header, the metadata, the tensor infos and the
+// padding. write_tensor() then takes each tensor's blocks in turn (each at a multiple of the
+// alignment: general.alignment when the metadata has it, a power-of-two u32, else 32) and
+// finish() ends the file. Blocks of the wrong size, type or shape, one tensor too many, or
+// finish() before the last tensor are Error(InvalidArgument) naming the tensor; nothing is
+// written for a refused tensor. After a write that failed part way (Error(Io)) every call is an
+// error. To a path: the file is written under a temporary name next to it and renamed over
+// `path` by finish(); a writer destroyed before that (an error) removes the temporary, leaving
+// any previous file as it was. To a stream: the bytes go out as they come.
+class Writer {
+ public:
+  Writer(const std::string& path, const MetadataList& metadata, std::vector<TensorSpec> tensors);
+  Writer(std::ostream& out, const MetadataList& metadata, std::vector<TensorSpec> tensors);
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // The next tensor's blocks: exactly its size_in_bytes().
+  void write_tensor(std::span<const uint8_t> blocks);
+  // The next tensor, whose type and shape must be the announced ones.
+  void write_tensor(const QTensor& t);
+  // After the last tensor: completes the file (renamed into place when writing to a path).
+  void finish();
+
+  size_t tensors_written() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The whole file at once, through a Writer: the same checks and bytes. Also throws
+// Error(InvalidArgument) when a tensor's blocks do not match its shape and type, before
+// anything is written.
 void write(const std::string& path, const MetadataList& metadata, const TensorList& tensors);
 void write(std::ostream& out, const MetadataList& metadata, const TensorList& tensors);
 
