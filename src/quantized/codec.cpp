@@ -29,24 +29,32 @@ struct Codec {
 
 void quantize_f32(const float* x, void* y, size_t n, const float*) { std::memcpy(y, x, n * sizeof(float)); }
 void dequantize_f32(const void* x, float* y, size_t n) { std::memcpy(y, x, n * sizeof(float)); }
-void quantize_f16(const float* x, void* y, size_t n, const float*) {
-  uint16_t* h = static_cast<uint16_t*>(y);
-  for (size_t i = 0; i < n; ++i) h[i] = detail::f32_to_f16_bits(x[i]);
+// a tensor's bytes in a GGUF or GGML file need not be 2-byte aligned: halves are loaded and stored
+// through memcpy, never through a uint16_t pointer
+uint16_t load_half(const unsigned char* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
-void dequantize_f16_scalar(const uint16_t* h, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] = detail::f16_bits_to_f32(h[i]);
+void store_half(unsigned char* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
+void quantize_f16(const float* x, void* y, size_t n, const float*) {
+  unsigned char* h = static_cast<unsigned char*>(y);
+  for (size_t i = 0; i < n; ++i) store_half(h + 2 * i, detail::f32_to_f16_bits(x[i]));
+}
+void dequantize_f16_scalar(const unsigned char* h, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = detail::f16_bits_to_f32(load_half(h + 2 * i));
 }
 #if defined(__x86_64__) || defined(__i386__)
 // F16C's conversion is exact and quiets a signalling NaN, as ggml's does
-__attribute__((target("avx,f16c"))) void dequantize_f16_f16c(const uint16_t* h, float* y, size_t n) {
+__attribute__((target("avx,f16c"))) void dequantize_f16_f16c(const unsigned char* h, float* y, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-  dequantize_f16_scalar(h + i, y + i, n - i);
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 2 * i))));
+  dequantize_f16_scalar(h + 2 * i, y + i, n - i);
 }
 #endif
 void dequantize_f16(const void* x, float* y, size_t n) {
-  const uint16_t* h = static_cast<const uint16_t*>(x);
+  const unsigned char* h = static_cast<const unsigned char*>(x);
 #if defined(__x86_64__) || defined(__i386__)
   // every AVX2 CPU has F16C; CANDLE_CPU_ISA=sse (or set_cpu_isa) keeps the plain C++ path
   if (cpu::cpu_isa() != cpu::CpuIsa::Sse) return dequantize_f16_f16c(h, y, n);
@@ -54,12 +62,12 @@ void dequantize_f16(const void* x, float* y, size_t n) {
   dequantize_f16_scalar(h, y, n);
 }
 void quantize_bf16(const float* x, void* y, size_t n, const float*) {
-  uint16_t* h = static_cast<uint16_t*>(y);
-  for (size_t i = 0; i < n; ++i) h[i] = bf16::from_f32(x[i]);
+  unsigned char* h = static_cast<unsigned char*>(y);
+  for (size_t i = 0; i < n; ++i) store_half(h + 2 * i, bf16::from_f32(x[i]));
 }
 void dequantize_bf16(const void* x, float* y, size_t n) {
-  const uint16_t* h = static_cast<const uint16_t*>(x);
-  for (size_t i = 0; i < n; ++i) y[i] = bf16::to_f32(h[i]);
+  const unsigned char* h = static_cast<const unsigned char*>(x);
+  for (size_t i = 0; i < n; ++i) y[i] = bf16::to_f32(load_half(h + 2 * i));
 }
 
 Codec codec_of(GgmlDType t) {

@@ -1,5 +1,6 @@
 // QTensor: GGML blocks in host memory (owned, or a view of a memory-mapped file), and a copy on
 // the QTensor's device when that is not the CPU.
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -53,6 +54,14 @@ QTensor QTensor::from_bytes(std::shared_ptr<const void> owner, std::span<const u
     throw Error(ErrorKind::InvalidArgument,
                 "a " + std::string(ggml_dtype_name(dtype)) + " QTensor of shape " + shape.to_string() +
                     " takes " + std::to_string(need) + " bytes, not " + std::to_string(bytes.size()));
+  // the block codecs and matmul kernels read a block's scales as 2- and 4-byte fields; a legacy
+  // GGML file (or a caller's buffer) may place a tensor at any byte, so such bytes are copied once
+  // into an owned buffer rather than read in place
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) != 0) {
+    auto copy = std::make_shared<std::vector<uint8_t>>(bytes.begin(), bytes.end());
+    std::span<const uint8_t> view(copy->data(), copy->size());
+    return QTensor(std::move(copy), view, std::move(shape), dtype, device);
+  }
   return QTensor(std::move(owner), bytes, std::move(shape), dtype, device);
 }
 

@@ -2,7 +2,9 @@
 // quantized_tests.rs has them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <vector>
 
@@ -54,6 +56,23 @@ TEST(QTensor, FromBytesOnTheCpuIsAViewWithNoDeviceCopy) {
   EXPECT_TRUE(q.device().is_cpu());
   EXPECT_FALSE(q.device_data().defined());
   EXPECT_EQ(q.dequantize(Device::cpu()).flatten_to_vec<float>(), std::vector<float>(64, 0.f));
+}
+
+// a legacy GGML file places tensors at any byte; such bytes are copied to an aligned buffer
+// (block scales are 2- and 4-byte fields) and give the same values as aligned ones
+TEST(QTensor, FromBytesAtAnOddAddressCopiesToAnAlignedBuffer) {
+  for (GgmlDType dt : {GgmlDType::F16, GgmlDType::BF16, GgmlDType::Q4_0, GgmlDType::Q4K, GgmlDType::Q8K}) {
+    QTensor ref = QTensor::quantize(arange_f32(512, {2, 256}), dt);
+    auto bytes = std::make_shared<std::vector<uint8_t>>(ref.data().size() + 1);
+    std::copy(ref.data().begin(), ref.data().end(), bytes->begin() + 1);
+    std::span<const uint8_t> odd(bytes->data() + 1, ref.data().size());
+    QTensor q = QTensor::from_bytes(bytes, odd, {2, 256}, dt);
+    EXPECT_NE(q.data().data(), odd.data()) << ggml_dtype_name(dt);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(q.data().data()) % alignof(float), 0u) << ggml_dtype_name(dt);
+    EXPECT_EQ(q.dequantize(Device::cpu()).flatten_to_vec<float>(),
+              ref.dequantize(Device::cpu()).flatten_to_vec<float>())
+        << ggml_dtype_name(dt);
+  }
 }
 
 TEST(QTensor, QuantizeRejectsPartialBlocksAndIntegerTensors) {
