@@ -38,10 +38,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t rows = group * g.tq;  // query rows per (batch, kv head)
   const int64_t tiles = (rows + kWarps - 1) / kWarps;
   const int64_t units = g.b * g.hkv * tiles;
-  const int64_t offset = g.tk - g.tq;  // position of query 0
+  int64_t tk = g.tk;  // the keys held: the buffers' length, or the count on the device
+  if (o.kv_len) {
+    const int64_t n = *o.kv_len;
+    tk = n < g.tq ? g.tq : (n > g.tk ? g.tk : n);
+    if (tk != n && blockIdx.x == 0 && threadIdx.x == 0 && o.fault &&
+        atomicCAS(o.fault, 0u, o.fault_tag) == 0u) {
+      o.fault[1] = 0;
+      o.fault[2] = static_cast<uint32_t>(n);
+      o.fault[3] = 0;
+    }
+  }
+  const int64_t offset = tk - g.tq;  // position of query 0
   // the visible keys [lo, hi) of the query at position pos
   auto key_range = [&](int64_t pos, int64_t& lo, int64_t& hi) {
-    hi = o.causal ? pos + 1 : g.tk;
+    hi = o.causal ? pos + 1 : tk;
     lo = (o.window > 0 && pos + 1 > o.window) ? pos + 1 - o.window : 0;
     if (lo > hi) lo = hi;
   };
@@ -50,7 +61,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t u = uu / splits;
     const int64_t tile = u % tiles, bk = u / tiles, kvh = bk % g.hkv, bi = bk / g.hkv;
     // the union of the block's rows' key ranges (every thread forms it: no shared state)
-    int64_t tlo = g.tk, thi = 0;
+    int64_t tlo = tk, thi = 0;
     for (int w = 0; w < kWarps; ++w) {
       const int64_t r = tile * kWarps + w;
       if (r >= rows) break;

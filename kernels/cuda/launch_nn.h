@@ -51,6 +51,12 @@ struct AttnOpts {
   bool causal;
   int64_t window;  // 0: none
   float softcap;   // 0: none
+  // Set: the key count, a u32 on the device read by the kernel (k and v hold g.tk positions, a
+  // capacity; keys 0..count-1, query i at count - tq + i). A count outside [tq, tk] is clamped
+  // to it and reported once as {fault_tag, 0, count, 0} in the fault words.
+  const uint32_t* kv_len = nullptr;
+  uint32_t fault_tag = 0;
+  uint32_t* fault = nullptr;
 };
 // With splits > 1 the visible keys of each block are cut into `splits` ranges run by separate
 // blocks (for a grid too small to fill `sm_count` SMs: decode steps), which write their partial

@@ -378,25 +378,50 @@ cublasContext* Context::cublas() {
   return cublas_;
 }
 
+Context::IdCheck Context::add_check(Check c) {
+  std::lock_guard lock(fault_mu_);
+  // a check made in a graph capture stays for the graph's replays: one per distinct check
+  c.keep = capturing();
+  if (c.keep)
+    for (const auto& [tag, k] : checks_)
+      if (k.keep && k.count == c.count && k.op == c.op && k.shape == c.shape && k.dim == c.dim &&
+          k.limit == c.limit)
+        return {tag, fault_dev_};
+  uint32_t tag = next_tag_++;
+  if (next_tag_ == 0) next_tag_ = 1;
+  while (checks_.count(tag)) tag = next_tag_++;  // a kept tag is not reused
+  checks_[tag] = std::move(c);
+  return {tag, fault_dev_};
+}
+
 Context::IdCheck Context::register_id_check(const char* op, size_t dim, size_t limit,
                                             const std::string& shape) {
-  std::lock_guard lock(fault_mu_);
-  const uint32_t tag = next_tag_++;
-  if (next_tag_ == 0) next_tag_ = 1;
-  checks_[tag] = Check{op, shape, dim, limit};
-  return {tag, fault_dev_};
+  return add_check(Check{op, shape, dim, limit});
+}
+
+Context::IdCheck Context::register_count_check(const char* op, size_t lo, size_t hi,
+                                               const std::string& what) {
+  return add_check(Check{op, what, lo, hi, true});
 }
 
 void Context::throw_fault() {
   std::lock_guard lock(fault_mu_);
   volatile uint32_t* w = fault_host_;
+  auto forget = [&] {  // every check so far is done with, except a graph's
+    std::erase_if(checks_, [](const auto& kv) { return !kv.second.keep; });
+  };
   if (w[0] == 0) {
-    checks_.clear();  // every check so far passed
+    forget();  // every check so far passed
     return;
   }
   std::string msg = "index out of range in an indexing op (its record is gone)";
+  ErrorKind kind = ErrorKind::IndexOutOfRange;
   auto it = checks_.find(static_cast<uint32_t>(w[0]));
-  if (it != checks_.end()) {
+  if (it != checks_.end() && it->second.count) {
+    kind = ErrorKind::InvalidArgument;
+    msg = it->second.op + ": " + it->second.shape + " " + std::to_string(w[2]) + " is not between " +
+          std::to_string(it->second.dim) + " and " + std::to_string(it->second.limit);
+  } else if (it != checks_.end()) {
     const uint64_t raw = uint64_t(w[2]) | uint64_t(w[3]) << 32;
     const bool neg = w[3] != 0;
     msg = "index out of range in " + it->second.op + ": index " +
@@ -404,10 +429,9 @@ void Context::throw_fault() {
           std::to_string(w[1]) + " for dim " + std::to_string(it->second.dim) + " of size " +
           std::to_string(it->second.limit) + " (shape " + it->second.shape + ")";
   }
-  checks_.clear();
+  forget();
   for (int i = 0; i < 4; ++i) w[i] = 0;
-  throw Error(ErrorKind::IndexOutOfRange,
-              msg + "; found by a kernel on " + name_ + " and reported at the next synchronisation");
+  throw Error(kind, msg + "; found by a kernel on " + name_ + " and reported at the next synchronisation");
 }
 
 void Context::launched(cudaError_t e, const char* kernel) {

@@ -114,6 +114,9 @@ class Context {
     uint32_t* fault;  // device-visible pointer to the 4 fault words
   };
   IdCheck register_id_check(const char* op, size_t dim, size_t limit, const std::string& shape);
+  // The same for a count read by a kernel (attention's key count): a kernel that finds it outside
+  // [lo, hi] writes {tag, 0, count, 0} and clamps it; the error (InvalidArgument) names `op`.
+  IdCheck register_count_check(const char* op, size_t lo, size_t hi, const std::string& what);
 
   // Counts one kernel launch (cuda::stats().launches) and throws on a launch error.
   void launched(cudaError_t e, const char* kernel);
@@ -151,7 +154,10 @@ class Context {
   struct Check {
     std::string op, shape;
     size_t dim, limit;
+    bool count = false;  // a count check: dim..limit is the allowed range, shape what is counted
+    bool keep = false;   // registered while a graph was captured: its replays may report it
   };
+  IdCheck add_check(Check c);
   std::map<uint32_t, Check> checks_;
 };
 

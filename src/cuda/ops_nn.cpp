@@ -156,8 +156,9 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
   const auto* vc = dynamic_cast<const CudaStorage*>(&v_s);
   if (!kc || !vc || k_s.dtype() != dtype_ || v_s.dtype() != dtype_) return nullptr;
   if (q_l.dims().size() != 4 || k_l.dims().size() != 4 || v_l.dims().size() != 4) return nullptr;
-  // a key count on the device (for decode graphs): not in this kernel yet, the composed op reads it
-  if (p.kv_len) return nullptr;
+  // a key count on the device (decode graphs): a u32 the kernel reads
+  const auto* lc = dynamic_cast<const CudaStorage*>(p.kv_len);
+  if (p.kv_len && (!lc || lc->dtype() != DType::U32 || p.kv_len_offset >= lc->elem_count())) return nullptr;
   const auto &qd = q_l.dims(), &kd = k_l.dims(), &vd = v_l.dims();
   cuda_k::AttnGeo g{};
   g.b = i64(qd[0]);
@@ -182,6 +183,13 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
     g.vs[i] = v.s[i];
   }
   cuda_k::AttnOpts o{p.scale, p.causal, i64(p.sliding_window), p.softcap};
+  if (lc) {
+    const auto chk =
+        ctx().register_count_check("scaled_dot_product_attention_kv_len", qd[2], kd[2], "the key count");
+    o.kv_len = lc->ptr<uint32_t>(p.kv_len_offset);
+    o.fault_tag = chk.tag;
+    o.fault = chk.fault;
+  }
   auto out = cdev().make(dtype_, n);
   // a grid too small for the card (a decode step over a long cache): the keys split over more
   // blocks, their partial results merged by a second kernel

@@ -1,0 +1,164 @@
+// LLM decode on CUDA as one graph: attention reading its key count from the device, and a random
+// llama's CausalLM::decode_step recorded once and replayed for every position, against the CPU.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "candle/cuda.h"
+#include "candle/models/causal_lm.h"
+#include "candle/nn/attention.h"
+#include "cuda_device.h"
+#include "models/program_util.h"
+
+namespace candle {
+namespace {
+
+namespace fs = std::filesystem;
+namespace ops = nn::ops;
+
+Tensor randn(const Shape& s, uint64_t seed) {
+  Device::cpu().set_seed(seed);
+  return Tensor::randn(0.0f, 1.0f, s, Device::cpu());
+}
+
+std::vector<float> host(const Tensor& t) {
+  return t.to_device(Device::cpu()).to_dtype(DType::F32).flatten_all().to_vec1<float>();
+}
+
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float m = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+Tensor u32(uint32_t v, const Device& d) { return Tensor::from_vec(std::vector<uint32_t>{v}, {1}, d); }
+
+// decode rows (one query, long caches that split over blocks), prefill rows with an offset, GQA,
+// a window: the kernel's count read on the device equals the CPU over the narrowed buffers, in a
+// graph recorded once and replayed with new counts
+TEST(CudaAttention, TheKeyCountReadOnTheDeviceEqualsNarrowedBuffers) {
+  NEED_CUDA_DEVICE();
+  struct Case {
+    size_t h, hkv, tq, cap, d;
+    std::optional<size_t> window;
+  };
+  for (const Case& c :
+       {Case{8, 2, 1, 2048, 64, {}}, Case{4, 4, 5, 300, 128, {}}, Case{8, 8, 1, 700, 64, 100}}) {
+    Tensor q = randn({1, c.h, c.tq, c.d}, 1), k = randn({1, c.hkv, c.cap, c.d}, 2),
+           v = randn({1, c.hkv, c.cap, c.d}, 3);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+    Tensor qd = q.to_device(dev), kd = k.to_device(dev), vd = v.to_device(dev);
+    Tensor len = u32(static_cast<uint32_t>(c.tq), dev), out;
+    cuda::Graph g = cuda::Graph::capture(
+        dev, [&] { out = ops::scaled_dot_product_attention_kv_len(qd, kd, vd, len, scale, true, c.window); });
+    for (size_t n : {c.tq, c.tq + 1, c.cap / 3, c.cap - 1, c.cap}) {
+      len.slice_set(u32(static_cast<uint32_t>(n), dev), 0, 0);
+      g.replay();
+      const std::vector<float> want = host(
+          ops::scaled_dot_product_attention(q, k.narrow(2, 0, n), v.narrow(2, 0, n), scale, true, c.window));
+      EXPECT_LT(max_diff(host(out), want), 2e-5f) << "cap " << c.cap << " count " << n;
+    }
+  }
+}
+
+// a count outside [queries, buffer positions] is clamped by the kernel and reported at the next
+// synchronisation as an InvalidArgument naming it, also from a graph's replay; the device works on
+TEST(CudaAttention, AKeyCountOutOfRangeIsAnErrorAtTheNextSync) {
+  NEED_CUDA_DEVICE();
+  Tensor q = randn({1, 2, 3, 32}, 4).to_device(dev), k = randn({1, 2, 10, 32}, 5).to_device(dev);
+  auto expect_error = [&](auto&& work, uint32_t bad) {
+    try {
+      work();
+      dev.synchronize();
+      FAIL() << "key count " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("key count " + std::to_string(bad)), std::string::npos)
+          << e.what();
+    }
+  };
+  for (uint32_t bad : {2u, 11u}) {
+    Tensor len = u32(bad, dev);
+    expect_error([&] { (void)ops::scaled_dot_product_attention_kv_len(q, k, k, len, 1.0, true); }, bad);
+  }
+  Tensor len = u32(5, dev), out;
+  cuda::Graph g = cuda::Graph::capture(
+      dev, [&] { out = ops::scaled_dot_product_attention_kv_len(q, k, k, len, 1.0, true); });
+  g.replay();
+  dev.synchronize();
+  len.slice_set(u32(40, dev), 0, 0);
+  expect_error([&] { g.replay(); }, 40);
+  len.slice_set(u32(10, dev), 0, 0);
+  g.replay();
+  EXPECT_LT(max_diff(host(out), host(ops::scaled_dot_product_attention(q, k, k, 1.0, true))), 1e-6f);
+}
+
+// A random llama (candle-make-random-llama, q8_0 and f16 weights): the CPU's greedy tokens fed to
+// the CUDA model's decode step, recorded once as a graph and replayed at every position, give the
+// CPU's logits within rounding and its argmax wherever the CPU's top two are apart.
+TEST(CudaDecode, AGraphReplayedAtEveryPositionGivesTheCpusTokens) {
+  NEED_CUDA_DEVICE();
+  const fs::path exe = test_models::program("candle-make-random-llama");
+  if (exe.empty()) GTEST_SKIP() << "candle-make-random-llama is not built";
+  const fs::path dir = fs::temp_directory_path() / ("candle-decode-graph-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::pair<std::string, std::string> kinds[] = {
+      {"q8_0", ""}, {"f16", ""}, {"q4_k_m", " --dim 256 --ffn 512 --heads 4 --kv-heads 2"}};
+  for (const auto& [type, args] : kinds) {
+    const std::string path = (dir / ("tiny-" + type + ".gguf")).string();
+    auto r = test_models::run(exe.string() + " " + path + " --shape custom --type " + type +
+                              " --seed 7 --std 0.25 --force" + args);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto cpu = models::load_causal_lm(path, Device::cpu(), DType::F32);
+    auto gpu = models::load_causal_lm(path, dev, DType::F32);
+    constexpr size_t kSteps = 32;
+    // the CPU's greedy run, its logits at each position
+    std::vector<uint32_t> toks{1};
+    std::vector<std::vector<float>> want;
+    cpu->clear_kv_cache();
+    for (size_t p = 0; p < kSteps; ++p) {
+      want.push_back(
+          host(cpu->forward(Tensor::from_vec(std::vector<uint32_t>{toks[p]}, {1, 1}, Device::cpu()), p)));
+      toks.push_back(
+          static_cast<uint32_t>(std::max_element(want[p].begin(), want[p].end()) - want[p].begin()));
+    }
+    models::StaticDecode st = gpu->start_static_decode(1, kSteps + 8);
+    Tensor ids = Tensor::from_vec(std::vector<uint32_t>{0}, {1, 1}, dev), logits;
+    std::optional<cuda::Graph> g;
+    size_t agree = 0, decided = 0;
+    float worst = 0.0f;
+    for (size_t p = 0; p < kSteps; ++p) {
+      ids.slice_set(Tensor::from_vec(std::vector<uint32_t>{toks[p]}, {1, 1}, dev), 0, 0);
+      st.pos.slice_set(u32(static_cast<uint32_t>(p), dev), 0, 0);
+      if (!g) g = cuda::Graph::capture(dev, [&] { logits = gpu->decode_step(ids, st); });
+      g->replay();
+      const std::vector<float> got = host(logits);
+      ASSERT_EQ(got.size(), want[p].size());
+      worst = std::max(worst, max_diff(got, want[p]));
+      std::vector<float> sorted = want[p];
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      if (sorted[0] - sorted[1] > 1e-2f) {
+        ++decided;
+        agree += static_cast<size_t>(std::max_element(got.begin(), got.end()) - got.begin()) == toks[p + 1];
+      }
+    }
+    // the GPU quantizes activations as the CPU does, but sums in another order
+    std::printf("%s: logits within %.3g of the CPU's over %zu positions\n", type.c_str(), worst, kSteps);
+    EXPECT_LT(worst, 2e-3f) << type;
+    EXPECT_EQ(agree, decided) << type;
+    EXPECT_GE(decided, kSteps - 4) << type << ": too few positions to compare";
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace candle
