@@ -387,9 +387,10 @@ Context::IdCheck Context::add_check(Check c) {
       if (k.keep && k.count == c.count && k.op == c.op && k.shape == c.shape && k.dim == c.dim &&
           k.limit == c.limit)
         return {tag, fault_dev_};
-  uint32_t tag = next_tag_++;
-  if (next_tag_ == 0) next_tag_ = 1;
-  while (checks_.count(tag)) tag = next_tag_++;  // a kept tag is not reused
+  uint32_t tag;
+  do {  // 0 means "no fault", and a kept tag is not reused
+    tag = next_tag_++;
+  } while (tag == 0 || checks_.count(tag));
   checks_[tag] = std::move(c);
   return {tag, fault_dev_};
 }

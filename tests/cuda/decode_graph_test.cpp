@@ -101,7 +101,7 @@ TEST(CudaAttention, AKeyCountOutOfRangeIsAnErrorAtTheNextSync) {
   EXPECT_LT(max_diff(host(out), host(ops::scaled_dot_product_attention(q, k, k, 1.0, true))), 1e-6f);
 }
 
-// A random llama (candle-make-random-llama, q8_0 and f16 weights): the CPU's greedy tokens fed to
+// A random llama (candle-make-random-llama: q8_0, f16 and q4_k_m weights): the CPU's greedy tokens fed to
 // the CUDA model's decode step, recorded once as a graph and replayed at every position, give the
 // CPU's logits within rounding and its argmax wherever the CPU's top two are apart.
 TEST(CudaDecode, AGraphReplayedAtEveryPositionGivesTheCpusTokens) {
