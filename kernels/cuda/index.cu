@@ -4,10 +4,10 @@
 // the instantiations to one per element type). The dtype's maximum is "no index". check_ids
 // runs first: it records the first out-of-range position in the caller's `bad` word (as
 // ~position, with atomicMax: the lowest position wins) and a one-thread kernel writes the
-// context's fault words from it; the op kernels read `bad` and write nothing when it is set,
-// so a failed scatter leaves its destination as it was, as the CPU does.
-// Scatters run one thread per (left, right) column of the destination, looping over the
-// source positions in order: the last write wins and additions happen in the CPU's order.
+// context's fault words from it (up to 4096 ids, one block does both in one launch); the op kernels read
+// `bad` and write nothing when it is set, so a failed scatter leaves its destination as it was, as the CPU
+// does. Scatters run one thread per (left, right) column of the destination, looping over the source
+// positions in order: the last write wins and additions happen in the CPU's order.
 #include "common.cuh"
 #include "launch_reduce.h"
 
@@ -58,6 +58,34 @@ __global__ void report_k(Dt idt, const void* __restrict__ ids, uint32_t tag, uin
   const unsigned long long b = *bad;
   if (b == 0) return;
   const int64_t pos = static_cast<int64_t>(~b);
+  bool skip = false;
+  const uint64_t raw = static_cast<uint64_t>(load_id(ids, idt, pos, skip));
+  if (atomicCAS(fault, 0u, tag) != 0u) return;  // an earlier fault is reported first
+  volatile uint32_t* w = fault;
+  w[1] = static_cast<uint32_t>(pos);
+  w[2] = static_cast<uint32_t>(raw);
+  w[3] = static_cast<uint32_t>(raw >> 32);
+  __threadfence_system();
+}
+
+// check_k and report_k in one block, for the few ids of a decode step (a KV write, a rope row):
+// one launch instead of a memset and two kernels. The block finds the lowest bad position, then
+// thread 0 writes `bad` (0 when every id fits, so no memset is needed) and reports it.
+__global__ void check_small_k(Dt idt, const void* __restrict__ ids, int64_t n, int64_t limit, uint32_t tag,
+                              uint32_t* fault, unsigned long long* __restrict__ bad) {
+  __shared__ unsigned long long first;
+  if (threadIdx.x == 0) first = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    bool skip = false;
+    const int64_t v = load_id(ids, idt, i, skip);
+    if (!skip && (v < 0 || v >= limit)) atomicMax(&first, ~static_cast<unsigned long long>(i));
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  *bad = first;
+  if (first == 0) return;
+  const int64_t pos = static_cast<int64_t>(~first);
   bool skip = false;
   const uint64_t raw = static_cast<uint64_t>(load_id(ids, idt, pos, skip));
   if (atomicCAS(fault, 0u, tag) != 0u) return;  // an earlier fault is reported first
@@ -137,6 +165,11 @@ __global__ void scatter_k(S* dst, const S* src, Dt idt, const void* __restrict__
 
 cudaError_t check_ids(Dt idt, const void* ids, int64_t n, int64_t limit, uint32_t tag, uint32_t* fault,
                       unsigned long long* bad, cudaStream_t s) {
+  constexpr int64_t kSmall = 4096;  // ids one block checks in a few passes
+  if (n <= kSmall) {
+    check_small_k<<<1, kBlock, 0, s>>>(idt, ids, n, limit, tag, fault, bad);
+    return cudaGetLastError();
+  }
   cudaError_t e = cudaMemsetAsync(bad, 0, sizeof(unsigned long long), s);
   if (e != cudaSuccess) return e;
   if (n == 0) return cudaSuccess;

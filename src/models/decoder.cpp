@@ -2,6 +2,7 @@
 #include "decoder.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "candle/nn/attention.h"
@@ -30,6 +31,14 @@ std::pair<Tensor, Tensor> compute_tables(const std::vector<float>& inv_freq, siz
   return {Tensor::from_vec(c, {t, half}, dev), Tensor::from_vec(s, {t, half}, dev)};
 }
 
+// CANDLE_STACK_PROJECTIONS=1 / 0 stacks q|k|v and gate|up on any device / on none; by default
+// off the CPU only
+bool stack_projections(const Device& dev) {
+  const char* e = std::getenv("CANDLE_STACK_PROJECTIONS");
+  if (e && *e) return std::string(e) != "0";
+  return !dev.is_cpu();
+}
+
 }  // namespace
 
 Tensor Proj::forward(const Tensor& x) const {
@@ -37,6 +46,46 @@ Tensor Proj::forward(const Tensor& x) const {
   const auto& q = std::get<quantized::QMatMul>(w);
   Tensor y = q.forward(x);
   return bias ? y.broadcast_add(*bias) : y;
+}
+
+std::optional<Proj> Proj::stack(const std::vector<const Proj*>& parts) {
+  std::vector<Tensor> biases;
+  for (const Proj* p : parts) {
+    const auto* l = std::get_if<nn::Linear>(&p->w);
+    const std::optional<Tensor>& b = l ? l->bias() : p->bias;
+    if (b) biases.push_back(*b);
+  }
+  if (!biases.empty() && biases.size() != parts.size()) return std::nullopt;
+  std::optional<Tensor> bias;
+  if (!biases.empty()) bias = Tensor::cat(biases, 0);
+  std::vector<Tensor> ws;
+  std::vector<const quantized::QTensor*> qs;
+  for (const Proj* p : parts) {
+    if (const auto* l = std::get_if<nn::Linear>(&p->w)) {
+      ws.push_back(l->weight());
+    } else {
+      const auto& q = std::get<quantized::QMatMul>(p->w);
+      if (const quantized::QTensor* t = q.qtensor())
+        qs.push_back(t);
+      else
+        ws.push_back(q.weight());
+    }
+  }
+  if (!ws.empty() && !qs.empty()) return std::nullopt;
+  if (!qs.empty()) {
+    for (const auto* t : qs)
+      if (t->dtype() != qs[0]->dtype() || (!t->device().is_cpu() && !t->device_data().defined()))
+        return std::nullopt;
+    auto w = std::make_shared<const quantized::QTensor>(quantized::QTensor::cat_rows(qs));
+    return Proj{quantized::QMatMul::from_arc(std::move(w)), bias};
+  }
+  // trained weights (variables, or computed from them) stay apart: a stacked copy would not see
+  // the optimizer's updates
+  for (const Tensor& w : ws)
+    if (w.dtype() != ws[0].dtype() || w.rank() != 2 || w.track_op()) return std::nullopt;
+  for (const Tensor& b : biases)
+    if (b.track_op()) return std::nullopt;
+  return Proj{nn::Linear(Tensor::cat(ws, 0), bias), std::nullopt};
 }
 
 Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {
@@ -83,6 +132,12 @@ Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> 
   for (const auto& l : layers_)
     if (l.rope_set >= spec_.inv_freqs.size())
       throw Error(ErrorKind::Internal, "decoder: a layer's rope set does not exist");
+  if (!stack_projections(embeddings_.device())) return;
+  const Proj empty{nn::Linear(Tensor(), std::nullopt), std::nullopt};
+  for (auto& l : layers_) {
+    if (!l.qkv && (l.qkv = Proj::stack({&l.q, &l.k, &l.v}))) l.q = l.k = l.v = empty;
+    if (l.gate && l.up && !l.gate_up && (l.gate_up = Proj::stack({&*l.gate, &*l.up}))) l.gate = l.up = empty;
+  }
 }
 
 std::pair<Tensor, Tensor> Decoder::rope_tables(size_t set, size_t pos, size_t t, DType dtype) const {
@@ -98,23 +153,29 @@ std::pair<Tensor, Tensor> Decoder::rope_tables(size_t set, size_t pos, size_t t,
 
 std::tuple<Tensor, Tensor, Tensor> Decoder::qkv(const DecoderLayer& l, const Tensor& x, const Tensor& cos,
                                                 const Tensor& sin) const {
-  const size_t b = x.dim(0), t = x.dim(1), hd = spec_.head_dim;
-  auto heads = [&](const Proj& p, size_t n, const std::optional<Tensor>& norm) {
-    Tensor y = p.forward(x).reshape({b, t, n, hd});
-    if (norm) y = nn::ops::rms_norm(y, *norm, static_cast<float>(spec_.eps));
-    return y.transpose(1, 2).contiguous();
+  const size_t b = x.dim(0), t = x.dim(1), hd = spec_.head_dim, nq = spec_.heads, nkv = spec_.kv_heads;
+  // [b, t, n * hd] -> [b, n, t, hd], normed
+  auto heads = [&](const Tensor& y, size_t n, const std::optional<Tensor>& norm) {
+    Tensor h = y.reshape({b, t, n, hd});
+    if (norm) h = nn::ops::rms_norm(h, *norm, static_cast<float>(spec_.eps));
+    return h.transpose(1, 2).contiguous();
   };
-  Tensor q = heads(l.q, spec_.heads, l.q_norm);
-  Tensor k = heads(l.k, spec_.kv_heads, l.k_norm);
-  Tensor v = heads(l.v, spec_.kv_heads, std::nullopt);
-  if (spec_.interleaved_rope) {
-    q = nn::rotary_emb::rope_i(q, cos, sin);
-    k = nn::rotary_emb::rope_i(k, cos, sin);
-  } else {
-    q = nn::rotary_emb::rope(q, cos, sin);
-    k = nn::rotary_emb::rope(k, cos, sin);
+  auto rope = [&](const Tensor& h) {
+    return spec_.interleaved_rope ? nn::rotary_emb::rope_i(h, cos, sin) : nn::rotary_emb::rope(h, cos, sin);
+  };
+  if (l.qkv) {
+    Tensor y = l.qkv->forward(x);
+    Tensor v = heads(y.narrow(2, (nq + nkv) * hd, nkv * hd), nkv, std::nullopt);
+    if (!l.q_norm && !l.k_norm) {
+      // q and k heads side by side rotate in one call (a decode step's [1, 1, n] row is a view)
+      Tensor qk = rope(heads(y.narrow(2, 0, (nq + nkv) * hd), nq + nkv, std::nullopt));
+      return {qk.narrow(1, 0, nq), qk.narrow(1, nq, nkv), v};
+    }
+    return {rope(heads(y.narrow(2, 0, nq * hd), nq, l.q_norm)),
+            rope(heads(y.narrow(2, nq * hd, nkv * hd), nkv, l.k_norm)), v};
   }
-  return {q, k, v};
+  return {rope(heads(l.q.forward(x), nq, l.q_norm)), rope(heads(l.k.forward(x), nkv, l.k_norm)),
+          heads(l.v.forward(x), nkv, std::nullopt)};
 }
 
 Tensor Decoder::attn_out(const DecoderLayer& l, const Tensor& y) const {
@@ -153,8 +214,17 @@ Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& t
     if (l.moe) {
       h = l.moe->forward(h, spec_.gelu_mlp);
     } else {
-      Tensor g = l.gate->forward(h);
-      h = l.down->forward((spec_.gelu_mlp ? g.gelu() : g.silu()) * l.up->forward(h));
+      Tensor g, u;
+      if (l.gate_up) {
+        Tensor gu = l.gate_up->forward(h);
+        const size_t f = gu.dims().back() / 2;
+        g = gu.narrow(gu.rank() - 1, 0, f);
+        u = gu.narrow(gu.rank() - 1, f, f);
+      } else {
+        g = l.gate->forward(h);
+        u = l.up->forward(h);
+      }
+      h = l.down->forward((spec_.gelu_mlp ? g.gelu() : g.silu()) * u);
     }
     if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
     x = x + h;

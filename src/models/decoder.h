@@ -22,6 +22,9 @@ struct Proj {
   std::variant<nn::Linear, quantized::QMatMul> w;
   std::optional<Tensor> bias;  // with QMatMul
   Tensor forward(const Tensor& x) const;
+  // the projections stacked by output rows, or nothing where they do not stack (different weight
+  // types or kinds, some with a bias and some without)
+  static std::optional<Proj> stack(const std::vector<const Proj*>& parts);
 };
 
 // A sparse mixture-of-experts MLP (mixtral, qwen3_moe): a router picks top_k of the experts per
@@ -45,6 +48,10 @@ struct DecoderLayer {
   std::optional<Tensor> post_attn_norm, post_ffn_norm;
   size_t rope_set = 0;        // which of the spec's frequency sets (gemma3: local vs global layers)
   std::optional<MoeMlp> moe;  // instead of gate / up / down
+  // Off the CPU, where projections of one input stack (same weight type): q|k|v and gate|up as one
+  // matmul each (one launch and one activation quantization instead of three or two); the parts
+  // are then emptied. The CPU keeps them apart (its weights stay memory-mapped).
+  std::optional<Proj> qkv, gate_up;
 };
 
 struct DecoderSpec {

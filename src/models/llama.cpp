@@ -432,7 +432,9 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
                            std::nullopt,
                            std::nullopt,
                            0,
-                           std::move(moe)};
+                           std::move(moe),
+                           std::nullopt,
+                           std::nullopt};
     if (cfg.qk_norm) {
       l.q_norm = norm(at.pp("q_norm"), hd);
       l.k_norm = norm(at.pp("k_norm"), hd);

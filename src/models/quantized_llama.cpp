@@ -163,6 +163,8 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
                            std::nullopt,
                            std::nullopt,
                            0,
+                           std::nullopt,
+                           std::nullopt,
                            std::nullopt};
     if (qwen3) {
       l.q_norm = dense(ct, b + "attn_q_norm.weight", Shape{hd}, device);

@@ -64,6 +64,16 @@ QMatMul QMatMul::from_arc(std::shared_ptr<const QTensor> w) {
   return q;
 }
 
+const QTensor* QMatMul::qtensor() const {
+  const auto* q = std::get_if<std::shared_ptr<const QTensor>>(&w_);
+  return q ? q->get() : nullptr;
+}
+
+Tensor QMatMul::weight() const {
+  const auto* t = std::get_if<Tensor>(&w_);
+  return t ? *t : Tensor();
+}
+
 GgmlDType QMatMul::dtype() const {
   if (const auto* q = std::get_if<std::shared_ptr<const QTensor>>(&w_)) return (*q)->dtype();
   return GgmlDType::F32;

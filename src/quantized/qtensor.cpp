@@ -93,6 +93,46 @@ QTensor QTensor::quantize_imatrix(const Tensor& t, std::span<const float> imatri
   return quantize_impl(t, dtype, imatrix.data(), imatrix.size());
 }
 
+QTensor QTensor::cat_rows(std::span<const QTensor* const> parts) {
+  if (parts.empty()) throw Error(ErrorKind::InvalidArgument, "QTensor::cat_rows: no tensors");
+  const QTensor& a = *parts[0];
+  size_t rows = 0;
+  bool on_device = !a.device().is_cpu();
+  for (const QTensor* p : parts) {
+    if (p->shape().rank() != 2 || a.shape().rank() != 2 || p->dtype() != a.dtype() ||
+        p->shape().dims()[1] != a.shape().dims()[1] || !p->device().same_device(a.device()))
+      throw Error(ErrorKind::ShapeMismatch,
+                  "QTensor::cat_rows: a " + std::string(ggml_dtype_name(p->dtype())) + " " +
+                      p->shape().to_string() + " on " + p->device().to_string() + " does not stack with a " +
+                      std::string(ggml_dtype_name(a.dtype())) + " " + a.shape().to_string() + " on " +
+                      a.device().to_string());
+    rows += p->shape().dims()[0];
+    on_device = on_device && p->device_blocks_.defined();
+  }
+  const Shape shape{rows, a.shape().dims()[1]};
+  if (on_device) {
+    std::vector<Tensor> blocks;
+    for (const QTensor* p : parts) blocks.push_back(p->device_blocks_);
+    QTensor q(nullptr, {}, shape, a.dtype(), a.device());
+    q.device_blocks_ = Tensor::cat(blocks, 0);
+    return q;
+  }
+  auto bytes = std::make_shared<std::vector<uint8_t>>();
+  bytes->reserve(qtensor_bytes(shape, a.dtype()));
+  for (const QTensor* p : parts) {
+    const std::vector<uint8_t> host = p->host_bytes();
+    bytes->insert(bytes->end(), host.begin(), host.end());
+  }
+  std::span<const uint8_t> view(bytes->data(), bytes->size());
+  return from_bytes(std::move(bytes), view, shape, a.dtype(), a.device());
+}
+
+std::vector<uint8_t> QTensor::host_bytes() const {
+  if (bytes_.empty() && device_blocks_.defined())
+    return device_blocks_.to_device(Device::cpu()).to_vec1<uint8_t>();
+  return {bytes_.begin(), bytes_.end()};
+}
+
 namespace {
 
 // the device kernel's values, or an undefined tensor where the blocks are not on `device` or it
@@ -114,7 +154,12 @@ Tensor QTensor::dequantize(const Device& device) const {
   size_t row = shape_.dims().back();
   size_t rows = row ? shape_.elem_count() / row : 0;
   std::vector<float> out(shape_.elem_count());
-  if (rows) dequantize_rows(dtype_, bytes_.data(), out.data(), rows, row);
+  if (rows && bytes_.empty()) {
+    const std::vector<uint8_t> host = host_bytes();  // the blocks of cat_rows, on another device
+    dequantize_rows(dtype_, host.data(), out.data(), rows, row);
+  } else if (rows) {
+    dequantize_rows(dtype_, bytes_.data(), out.data(), rows, row);
+  }
   return Tensor::from_vec(out, shape_, device);
 }
 

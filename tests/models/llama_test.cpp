@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -230,6 +231,44 @@ TEST(CausalLM, StaticDecodeEqualsTheCachedForward) {
     }
     EXPECT_THROW(lm->start_static_decode(1, lm->max_seq_len() + 1), Error);
     EXPECT_THROW(lm->decode_step(ids_tensor({1, 2}), st), Error);  // two tokens
+  }
+}
+
+// q|k|v and gate|up stacked (CANDLE_STACK_PROJECTIONS=1; GPUs do it by default) for q8_0 and
+// q4_k_m weights (whose q|k|v types differ in some layers, which then stay apart): the same
+// forward logits as the separate projections, and the static decode of the stacked model (one
+// rope call over the q and k heads of a [1, 1, n] view) equal to its forward bit for bit.
+TEST(CausalLM, StackedProjectionsGiveTheSameLogits) {
+  TempDir dir;
+  for (const std::string type : {"q8_0", "q4_k_m"}) {
+    const std::string gguf =
+        make_gguf(dir.path, type, 14, type == "q8_0" ? "" : "--dim 256 --ffn 512 --heads 4 --kv-heads 2");
+    if (gguf.empty()) GTEST_SKIP() << "candle-make-random-llama is not built";
+    const std::vector<uint32_t> toks{1, 100, 200, 42, 17, 260};
+    auto run = [&](const char* stack) {
+      ::setenv("CANDLE_STACK_PROJECTIONS", stack, 1);
+      auto lm = models::load_causal_lm(gguf, Device::cpu(), DType::F32);
+      ::unsetenv("CANDLE_STACK_PROJECTIONS");
+      std::vector<std::vector<float>> out;
+      for (size_t p = 0; p < toks.size(); ++p)
+        out.push_back(lm->forward(ids_tensor({toks[p]}), p).flatten_all().to_vec1<float>());
+      models::StaticDecode st = lm->start_static_decode(1, 16);
+      for (size_t p = 0; p < toks.size(); ++p) {
+        st.pos.slice_set(
+            Tensor::from_vec(std::vector<uint32_t>{static_cast<uint32_t>(p)}, {1}, Device::cpu()), 0, 0);
+        Tensor got =
+            lm->decode_step(Tensor::from_vec(std::vector<uint32_t>{toks[p]}, {1, 1}, Device::cpu()), st);
+        EXPECT_EQ(got.flatten_all().to_vec1<float>(), out[p])
+            << type << " (stack " << stack << ") position " << p;
+      }
+      return out;
+    };
+    const auto apart = run("0"), stacked = run("1");
+    for (size_t p = 0; p < toks.size(); ++p) {
+      float d = 0.0f;
+      for (size_t i = 0; i < apart[p].size(); ++i) d = std::max(d, std::fabs(apart[p][i] - stacked[p][i]));
+      EXPECT_LT(d, 1e-5f) << type << " position " << p;
+    }
   }
 }
 

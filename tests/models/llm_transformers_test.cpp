@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -84,6 +85,34 @@ TEST_P(Transformers, LogitsAndGreedyTokens) {
     last = lm->forward(ids({seq.back()}), seq.size() - 1);
   }
   EXPECT_EQ(seq, e.greedy) << family;
+}
+
+// CANDLE_STACK_PROJECTIONS set for the scope (unset after)
+struct StackProjections {
+  explicit StackProjections(const char* v) { ::setenv("CANDLE_STACK_PROJECTIONS", v, 1); }
+  ~StackProjections() { ::unsetenv("CANDLE_STACK_PROJECTIONS"); }
+};
+
+// q|k|v and gate|up stacked into one matmul each (what GPUs do by default), here forced on the CPU:
+// the same logits as the separate projections, token by token and for the batched prompt, in every
+// family (qwen2's biases, qwen3's q/k norms, gemma's gelu, the MoE layers that keep their experts).
+TEST_P(Transformers, StackedProjectionsGiveTheSameLogits) {
+  const std::string family = GetParam().name;
+  Expected e = expected(family);
+  auto logits = [&](const char* stack) {
+    StackProjections env(stack);
+    auto lm = models::load_causal_lm(dir(family), Device::cpu(), DType::F32);
+    std::vector<Tensor> out;
+    for (size_t p = 0; p < e.prompt.size(); ++p) out.push_back(lm->forward(ids({e.prompt[p]}), p));
+    lm->clear_kv_cache();
+    out.push_back(lm->forward(ids(e.prompt), 0));
+    return out;
+  };
+  const std::vector<Tensor> apart = logits("0"), stacked = logits("1");
+  ASSERT_EQ(apart.size(), stacked.size());
+  for (size_t i = 0; i < apart.size(); ++i)
+    EXPECT_LT((apart[i] - stacked[i]).abs().flatten_all().max(0).to_scalar<float>(), 1e-5f)
+        << family << (i + 1 == apart.size() ? ": batched prompt" : ": position " + std::to_string(i));
 }
 
 constexpr float kExact = 2e-5f, kF16Rope = 5e-3f;

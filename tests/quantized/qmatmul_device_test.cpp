@@ -39,3 +39,32 @@ CANDLE_DEVICE_TEST(QMatMulDevice, MultipliesOnTheDevice) {
     EXPECT_LT(rel(QMatMul::from_qtensor(q).forward(x)), 0.02f) << ggml_dtype_name(t);
   }
 }
+
+// QTensor::cat_rows on the device: the stacked blocks multiply as the parts do (their outputs side
+// by side, bit for bit: each output row is its own dot products), and dequantize to the parts'
+// rows; with the blocks on the device there is no host copy.
+CANDLE_DEVICE_TEST(QMatMulDevice, StackedRowsMultiplyAsTheParts) {
+  if (dev.kind() != DeviceKind::Cuda) allow_round_trip(GetParam(), "qmatmul_dequantize");
+  Device cpu = Device::cpu();
+  cpu.set_seed(12);
+  Tensor x = Tensor::randn(0.f, 1.f, {2, 256}, cpu).to_device(dev);
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q6K, GgmlDType::F16}) {
+    const QTensor a = QTensor::quantize(Tensor::randn(0.f, 1.f, {24, 256}, cpu).to_device(dev), t);
+    const QTensor b = QTensor::quantize(Tensor::randn(0.f, 1.f, {8, 256}, cpu).to_device(dev), t);
+    const QTensor* parts[] = {&a, &b};
+    const QTensor s = QTensor::cat_rows(parts);
+    EXPECT_EQ(s.shape(), (Shape{32, 256}));
+    EXPECT_EQ(s.storage_size_in_bytes(), a.storage_size_in_bytes() + b.storage_size_in_bytes());
+    if (a.device_data().defined()) {
+      EXPECT_TRUE(s.data().empty()) << ggml_dtype_name(t);
+    }
+    const Tensor want =
+        Tensor::cat({QMatMul::from_qtensor(a).forward(x), QMatMul::from_qtensor(b).forward(x)}, 1);
+    EXPECT_EQ(QMatMul::from_qtensor(s).forward(x).to_device(cpu).flatten_all().to_vec1<float>(),
+              want.to_device(cpu).flatten_all().to_vec1<float>())
+        << ggml_dtype_name(t);
+    EXPECT_EQ(s.dequantize(cpu).flatten_all().to_vec1<float>(),
+              Tensor::cat({a.dequantize(cpu), b.dequantize(cpu)}, 0).flatten_all().to_vec1<float>())
+        << ggml_dtype_name(t);
+  }
+}

@@ -75,6 +75,29 @@ TEST(QTensor, FromBytesAtAnOddAddressCopiesToAnAlignedBuffer) {
   }
 }
 
+// cat_rows on the CPU: the parts' blocks one after the other in an owned buffer; parts of another
+// type, row length or rank are refused
+TEST(QTensor, CatRowsStacksTheBlocksOfTheParts) {
+  const QTensor a = QTensor::quantize(arange_f32(512, {2, 256}), GgmlDType::Q4K);
+  const QTensor b = QTensor::quantize(arange_f32(768, {3, 256}) * 0.5, GgmlDType::Q4K);
+  const QTensor* parts[] = {&a, &b};
+  const QTensor s = QTensor::cat_rows(parts);
+  EXPECT_EQ(s.shape(), (Shape{5, 256}));
+  std::vector<uint8_t> want(a.data().begin(), a.data().end());
+  want.insert(want.end(), b.data().begin(), b.data().end());
+  EXPECT_EQ(std::vector<uint8_t>(s.data().begin(), s.data().end()), want);
+  const QTensor other = QTensor::quantize(arange_f32(256, {1, 256}), GgmlDType::Q8_0);
+  const QTensor narrow = QTensor::quantize(arange_f32(512, {4, 128}), GgmlDType::Q8_0);
+  const QTensor flat = QTensor::quantize(arange_f32(256, {256}), GgmlDType::Q4K);
+  const QTensor* mixed[] = {&a, &other};
+  const QTensor* rows[] = {&other, &narrow};
+  const QTensor* rank[] = {&a, &flat};
+  EXPECT_THROW(QTensor::cat_rows(mixed), Error);
+  EXPECT_THROW(QTensor::cat_rows(rows), Error);
+  EXPECT_THROW(QTensor::cat_rows(rank), Error);
+  EXPECT_THROW(QTensor::cat_rows(std::span<const QTensor* const>{}), Error);
+}
+
 TEST(QTensor, QuantizeRejectsPartialBlocksAndIntegerTensors) {
   EXPECT_THROW(QTensor::quantize(arange_f32(100, {100}), GgmlDType::Q4K), Error);
   EXPECT_THROW(QTensor::quantize(Tensor::zeros({2, 32}, DType::I64, Device::cpu()), GgmlDType::Q8_0), Error);

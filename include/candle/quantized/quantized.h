@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <variant>
+#include <vector>
 
 #include "candle/device.h"
 #include "candle/quantized/ggml_dtype.h"
@@ -28,6 +29,11 @@ class QTensor {
   // block size) to blocks of `dtype`; imatrix: optional importance weights, one per column.
   static QTensor quantize(const Tensor& t, GgmlDType dtype);
   static QTensor quantize_imatrix(const Tensor& t, std::span<const float> imatrix, GgmlDType dtype);
+  // The rows of 2-d QTensors of one dtype, row length and device stacked in order (a fused q/k/v
+  // projection). Where every part's blocks are on a device, they are concatenated there and the
+  // result has no host copy (data() is empty; dequantize reads the device blocks); otherwise the
+  // host blocks are copied into an owned buffer.
+  static QTensor cat_rows(std::span<const QTensor* const> parts);
 
   // f32 / f16 values on `device`: by that device's kernel when the blocks are there (and it has
   // one), else on the host and uploaded.
@@ -38,7 +44,9 @@ class QTensor {
   GgmlDType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   const Device& device() const { return device_; }
-  size_t storage_size_in_bytes() const { return bytes_.size(); }
+  size_t storage_size_in_bytes() const {
+    return bytes_.empty() && device_blocks_.defined() ? device_blocks_.elem_count() : bytes_.size();
+  }
   // The blocks as a 1-D U8 tensor on device() (undefined on the CPU and on devices without
   // kernels for the type, where data() is read).
   const Tensor& device_data() const { return device_blocks_; }
@@ -46,6 +54,8 @@ class QTensor {
  private:
   QTensor(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes, Shape shape, GgmlDType dtype,
           Device device);
+  // the blocks in host memory (a copy from the device when there are no host bytes)
+  std::vector<uint8_t> host_bytes() const;
   std::shared_ptr<const void> owner_;
   std::span<const uint8_t> bytes_;
   Shape shape_;
@@ -61,6 +71,11 @@ class QMatMul {
  public:
   static QMatMul from_qtensor(const QTensor& w);
   static QMatMul from_arc(std::shared_ptr<const QTensor> w);
+  // the weight's blocks when it is held as a QTensor (a block type, or f16 / bf16 on a GPU), else
+  // nullptr (it was dequantized to a plain tensor: weight())
+  const QTensor* qtensor() const;
+  // the dequantized weight of a QMatMul that holds no QTensor, else an undefined tensor
+  Tensor weight() const;
   Tensor forward(const Tensor& x) const;
   // the weight's dtype as stored
   GgmlDType dtype() const;
