@@ -205,9 +205,11 @@ int attention_splits(const AttnGeo& g, int sm_count) {
   if (g.hkv <= 0) return 1;
   const int64_t units = g.b * g.hkv * (((g.h / g.hkv) * g.tq + kWarps - 1) / kWarps);
   const int64_t target = 2 * static_cast<int64_t>(sm_count > 0 ? sm_count : 1);
-  if (units >= target || g.tk < 512) return 1;
+  if (units >= target || g.tk < 256) return 1;
   int64_t splits = (target + units - 1) / units;
-  const int64_t by_keys = g.tk / 256;  // at least about 256 keys a split
+  // about 128 keys a split (of the buffers' length: with a key count on the device the kernel
+  // shares out the real range, and splits past it exit at once)
+  const int64_t by_keys = g.tk / 128;
   splits = splits < by_keys ? splits : by_keys;
   splits = splits < 64 ? splits : 64;
   return splits < 2 ? 1 : static_cast<int>(splits);

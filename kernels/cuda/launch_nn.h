@@ -25,6 +25,12 @@ cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, in
                    const void* alpha, int64_t a_st, const void* beta, int64_t b_st, float eps, void* out,
                    cudaStream_t s);
 
+// out[r, i] = silu(gate[r, i]) * up[r, i] over n_rows rows of d (row r of gate at gate + r *
+// g_stride, of up at up + r * u_stride, elements adjacent); out dense. silu is rounded to the
+// dtype before the product, as the two element-wise ops round it.
+cudaError_t silu_mul(Dt dt, const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
+                     int64_t n_rows, int64_t d, void* out, cudaStream_t s);
+
 // ---- rotary embeddings (nn_rope.cu) ----
 // x: dims [d0, d1, d2, d] with strides xs ([b, h, t, d], HalvesThd: [b, t, h, d]); cos / sin:
 // element (bi, t, i) at bi * cs[0] + t * cs[1] + i * cs[2] (cs[0] = 0 when not batched).

@@ -13,6 +13,7 @@ using namespace nn;
 
 constexpr int64_t kWarpRowMax = 1024;
 constexpr int kRowsPerBlock = 8;
+constexpr int kCache = 8;  // rms_norm: row elements a thread keeps in registers
 
 // The sum (max when `is_max`) of v over the threads of a row: the warp (kWarp) or the block.
 template <bool kWarp, bool is_max, typename C>
@@ -59,6 +60,30 @@ __global__ void row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, i
       s = reduce_row<kWarp, false>(s, red);
       for (int64_t i = lane; i < d; i += nthr) yr[i] = store<S>(div_rn(exp_c(sub_rn(load(xr[i]), m)), s));
     } else {
+      if constexpr (OP == RowOp::RmsNorm) {
+        // a row of up to kCache elements a thread (a decode step's hidden state): x and alpha are
+        // read once, all loads in flight together, and kept in registers for the output (the
+        // same operations in the same order as the loops below)
+        if (d <= nthr * kCache) {
+          C xv[kCache], av[kCache], q = 0;
+#pragma unroll
+          for (int u = 0; u < kCache; ++u) {
+            const int64_t i = lane + u * nthr;
+            xv[u] = i < d ? load(xr[i]) : C(0);
+            av[u] = i < d ? static_cast<C>(load(a[i * as])) : C(0);
+          }
+#pragma unroll
+          for (int u = 0; u < kCache; ++u)
+            if (lane + u * nthr < d) q = add_rn(q, mul_rn(xv[u], xv[u]));
+          const C denom = sqrt_rn(add_rn(div_rn(reduce_row<kWarp, false>(q, red), n), static_cast<C>(eps)));
+#pragma unroll
+          for (int u = 0; u < kCache; ++u) {
+            const int64_t i = lane + u * nthr;
+            if (i < d) yr[i] = store<S>(mul_rn(div_rn(xv[u], denom), av[u]));
+          }
+          continue;
+        }
+      }
       C mean = 0;
       if constexpr (OP == RowOp::LayerNorm) {
         C s = 0;
@@ -101,7 +126,40 @@ cudaError_t launch_rows(const S* x, int64_t n_rows, int64_t d, int64_t rs, const
   return cudaGetLastError();
 }
 
+// I: the index type, uint32_t where every offset fits (a 64-bit division per element is slow)
+template <typename S, typename I>
+__global__ void silu_mul_k(const S* __restrict__ g, I gs, const S* __restrict__ u, I us, I n_rows, I d,
+                           S* __restrict__ out) {
+  using C = compute_t<S>;
+  CANDLE_GRID_LOOP(I, i, n_rows * d) {
+    const int64_t r = i / d, c = i - r * d;
+    const C x = load(g[r * gs + c]);
+    const C sx = load(store<S>(x / (C(1) + exp(-x))));  // the unary kernel's silu, rounded as it rounds
+    out[i] = store<S>(sx * load(u[r * us + c]));
+  }
+}
+
 }  // namespace
+
+cudaError_t silu_mul(Dt dt, const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
+                     int64_t n_rows, int64_t d, void* out, cudaStream_t s) {
+  if (n_rows <= 0 || d <= 0) return cudaSuccess;
+  const int64_t reach = (n_rows - 1) * (g_stride > u_stride ? g_stride : u_stride) + d;
+  const bool small = reach < int64_t(INT32_MAX) && n_rows * d < int64_t(INT32_MAX);
+  return with_float(dt, [&]<typename S>() -> cudaError_t {
+    const auto gp = static_cast<const S*>(gate);
+    const auto up_p = static_cast<const S*>(up);
+    const auto op = static_cast<S*>(out);
+    if (small)
+      silu_mul_k<S, uint32_t><<<grid_for(n_rows * d), kBlock, 0, s>>>(
+          gp, static_cast<uint32_t>(g_stride), up_p, static_cast<uint32_t>(u_stride),
+          static_cast<uint32_t>(n_rows), static_cast<uint32_t>(d), op);
+    else
+      silu_mul_k<S, int64_t>
+          <<<grid_for(n_rows * d), kBlock, 0, s>>>(gp, g_stride, up_p, u_stride, n_rows, d, op);
+    return cudaGetLastError();
+  });
+}
 
 cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, int64_t row_stride,
                    const void* alpha, int64_t a_st, const void* beta, int64_t b_st, float eps, void* out,

@@ -1,8 +1,8 @@
 // The quantized matrix-vector product of decoding (m <= kQmvMaxRows activation rows): the
 // activations are quantized on the GPU to 8-bit blocks of 32 (quantize_acts_q8), then one warp per
-// weight row walks the row's items (quant.cuh: a block, or the units of a super-block that share
-// quant bytes), lane by lane so that a warp's loads cover contiguous bytes, decodes each item once
-// and takes its integer dot products (__dp4a) with all m activation rows. Per unit of 32:
+// weight row (one to four warps for long rows) walks the row's items (quant.cuh: a block, or the units of a
+// super-block that share quant bytes), lane by lane so that a warp's loads cover contiguous bytes, decodes
+// each item once and takes its integer dot products (__dp4a) with all m activation rows. Per unit of 32:
 //   y += dx * (d * sum_h sc_h * sum_{i in h} q_i xq_i - dm * sum_h mn_h * sum_{i in h} xq_i)
 // over its two halves h of 16, in f32.
 #include "common.cuh"
@@ -38,23 +38,27 @@ __global__ void quantize_acts_k(const S* __restrict__ x, uint64_t blocks, int8_t
 
 constexpr int kWarpsPerBlock = 4;
 
-template <uint32_t T, int M>
+// W warps share a row (W = 1, 2 or 4): a long row's items are spread over W * 32 lanes, so that
+// each lane has about one or two in flight rather than several one after another, and the W
+// partial sums are added in shared memory in warp order.
+template <uint32_t T, int M, int W>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     qmatvec_k(const uint8_t* __restrict__ w, uint64_t row_bytes, int n, int k, int m,
               const int8_t* __restrict__ xq, const float* __restrict__ xd, const int32_t* __restrict__ xs,
               float* __restrict__ y) {
   using Q = QT<T>;
   constexpr int kU = Q::kUnits, kItemElems = 32 * kU, kItemsPerBlock = Q::kQK / kItemElems;
-  const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
-  if (row >= n) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const uint8_t* wr = w + static_cast<uint64_t>(row) * row_bytes;
-  const int items = k / kItemElems, units = k / 32;
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int row = static_cast<int>(blockIdx.x) * (kWarpsPerBlock / W) + warp / W;
+  const bool valid = row < n;  // (no early return: the W > 1 sum meets at a barrier)
+  const int lane = static_cast<int>(threadIdx.x % 32) + 32 * (warp % W);
+  const uint8_t* wr = w + static_cast<uint64_t>(valid ? row : 0) * row_bytes;
+  const int items = valid ? k / kItemElems : 0, units = k / 32;
   float acc[M];
 #pragma unroll
   for (int j = 0; j < M; ++j) acc[j] = 0.0f;
 #pragma unroll 2
-  for (int it = lane; it < items; it += 32) {
+  for (int it = lane; it < items; it += 32 * W) {
     Item<kU> q;
     Q::decode(wr + static_cast<uint64_t>(it / kItemsPerBlock) * Q::kSize, it % kItemsPerBlock, q);
 #pragma unroll
@@ -80,21 +84,48 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 #pragma unroll
   for (int j = 0; j < M; ++j)
     for (int o = 16; o > 0; o /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
-  if (lane == 0) {
+  if constexpr (W > 1) {
+    __shared__ float part[kWarpsPerBlock][M];
+    if (lane % 32 == 0) {
+#pragma unroll
+      for (int j = 0; j < M; ++j) part[warp][j] = acc[j];
+    }
+    __syncthreads();
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < M; ++j)
+        for (int v = 1; v < W; ++v) acc[j] += part[warp + v][j];
+    }
+  }
+  if (valid && lane == 0) {
 #pragma unroll
     for (int j = 0; j < M; ++j)
       if (j < m) y[static_cast<uint64_t>(j) * n + row] = acc[j];
   }
 }
 
+template <uint32_t T, int M, int W>
+cudaError_t launch_qmv_w(const void* w, size_t row_bytes, size_t n, size_t k, size_t m, const int8_t* q,
+                         const float* d, const int32_t* sums, float* y, cudaStream_t s) {
+  constexpr size_t kRows = kWarpsPerBlock / W;
+  const auto blocks = static_cast<unsigned>((n + kRows - 1) / kRows);
+  qmatvec_k<T, M, W><<<blocks, kWarpsPerBlock * 32, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                            static_cast<int>(n), static_cast<int>(k),
+                                                            static_cast<int>(m), q, d, sums, y);
+  return cudaGetLastError();
+}
+
+// Warps a row: 4 for rows of 128 items or more, 2 from 64 (items per lane: a few at most), fewer
+// where the matrix has rows enough to fill the GPU many times over.
 template <uint32_t T, int M>
 cudaError_t launch_qmv(const void* w, size_t row_bytes, size_t n, size_t k, size_t m, const int8_t* q,
                        const float* d, const int32_t* sums, float* y, cudaStream_t s) {
-  const auto blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  qmatvec_k<T, M><<<blocks, kWarpsPerBlock * 32, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                                         static_cast<int>(n), static_cast<int>(k),
-                                                         static_cast<int>(m), q, d, sums, y);
-  return cudaGetLastError();
+  const size_t items = k / (32 * QT<T>::kUnits);
+  int wr = items >= 128 ? 4 : (items >= 64 ? 2 : 1);
+  while (wr > 1 && n * static_cast<size_t>(wr) > 32768) wr /= 2;
+  if (wr == 4) return launch_qmv_w<T, M, 4>(w, row_bytes, n, k, m, q, d, sums, y, s);
+  if (wr == 2) return launch_qmv_w<T, M, 2>(w, row_bytes, n, k, m, q, d, sums, y, s);
+  return launch_qmv_w<T, M, 1>(w, row_bytes, n, k, m, q, d, sums, y, s);
 }
 
 }  // namespace

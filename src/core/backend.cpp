@@ -317,6 +317,9 @@ StoragePtr BackendStorage::upsample_bilinear2d_grad(const Layout& g_l, size_t in
 
 // The nn fused ops have no generic kernel: nullptr lets candle::nn compose tensor ops.
 StoragePtr BackendStorage::softmax_last_dim(const Layout&) const { return nullptr; }
+StoragePtr BackendStorage::silu_mul(const Layout&, const BackendStorage&, const Layout&) const {
+  return nullptr;
+}
 StoragePtr BackendStorage::rms_norm(const Layout&, const BackendStorage&, const Layout&, float) const {
   return nullptr;
 }

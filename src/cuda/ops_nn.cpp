@@ -88,6 +88,20 @@ StoragePtr CudaStorage::softmax_last_dim(const Layout& l) const {
   return run_rows(*this, l, cuda_k::RowOp::Softmax, "softmax_last_dim", nullptr, nullptr, 0.0f);
 }
 
+StoragePtr CudaStorage::silu_mul(const Layout& l, const BackendStorage& up, const Layout& up_l) const {
+  if (l.dims().empty() || !same_dtype(dtype_, {&up}) || !dtype_is_float(dtype_) || l.dims() != up_l.dims())
+    return nullptr;
+  const CudaStorage& u = as_cuda(up, "silu_mul");
+  auto out = cdev().make(dtype_, l.elem_count());
+  if (l.elem_count() == 0) return out;
+  const Rows g = rows_of(*this, l), r = rows_of(u, up_l);
+  ctx().launched(
+      cuda_k::silu_mul(dt_of(dtype_), g.src.s->at(g.src.first), i64(g.row_stride), r.src.s->at(r.src.first),
+                       i64(r.row_stride), i64(g.n_rows), i64(g.d), out->at(0), stream()),
+      "silu_mul");
+  return out;
+}
+
 StoragePtr CudaStorage::rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                                  float eps) const {
   if (l.dims().empty() || !same_dtype(dtype_, {&alpha})) return nullptr;

@@ -87,6 +87,7 @@ class CudaStorage final : public BackendStorage {
                     MatmulDims d) const override;
   // nn (ops_nn.cpp): candle::nn's fused last-dim ops, attention, the AdamW step
   StoragePtr softmax_last_dim(const Layout& l) const override;
+  StoragePtr silu_mul(const Layout& l, const BackendStorage& up, const Layout& up_l) const override;
   StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                       float eps) const override;
   StoragePtr layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,

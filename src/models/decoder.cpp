@@ -108,7 +108,8 @@ Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {
     Tensor w = (weights * top.eq(Scalar(static_cast<uint32_t>(e))).to_dtype(DType::F32)).sum_keepdim(1);
     Tensor xe = x.index_select(ids, 0);
     Tensor g = gate[e].forward(xe);
-    Tensor ye = down[e].forward((gelu ? g.gelu() : g.silu()) * up[e].forward(xe));
+    Tensor ye =
+        down[e].forward(gelu ? g.gelu() * up[e].forward(xe) : nn::ops::silu_mul(g, up[e].forward(xe)));
     ye = ye.broadcast_mul(w.index_select(ids, 0).to_dtype(ye.dtype()));
     out = out.index_add(ids, ye, 0);
   }
@@ -224,7 +225,7 @@ Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& t
         g = l.gate->forward(h);
         u = l.up->forward(h);
       }
-      h = l.down->forward((spec_.gelu_mlp ? g.gelu() : g.silu()) * u);
+      h = l.down->forward(spec_.gelu_mlp ? g.gelu() * u : nn::ops::silu_mul(g, u));
     }
     if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
     x = x + h;

@@ -80,7 +80,21 @@ Tensor swiglu(const Tensor& xs) {
     throw Error(ErrorKind::ShapeMismatch,
                 "swiglu needs an even last dim, got shape " + xs.shape().to_string());
   auto halves = xs.chunk(2, -1);
-  return halves[0].silu() * halves[1];
+  return silu_mul(halves[0], halves[1]);
+}
+
+Tensor silu_mul(const Tensor& gate, const Tensor& up) {
+  if (gate.shape() != up.shape() || gate.dtype() != up.dtype())
+    throw Error(ErrorKind::ShapeMismatch, "silu_mul: gate " + gate.shape().to_string() + " " +
+                                              std::string(dtype_name(gate.dtype())) + " and up " +
+                                              up.shape().to_string() + " " +
+                                              std::string(dtype_name(up.dtype())) + " differ");
+  auto composed = [&] { return gate.silu() * up; };
+  if (gate.device().is_cpu() || any_tracked({&gate, &up})) return composed();
+  auto kernel = [](const BackendStorage& s, const Layout& l, const BackendStorage& su, const Layout& lu) {
+    return s.silu_mul(l, su, lu);
+  };
+  return gate.apply_op2_no_bwd(up, detail::FusedOp2("silu-mul", kernel, composed));
 }
 
 Tensor hard_sigmoid(const Tensor& xs) { return ((xs + 3.0) / 6.0).clamp(Scalar(0.0), Scalar(1.0)); }

@@ -16,6 +16,7 @@
 #include "candle/cuda.h"
 #include "candle/models/causal_lm.h"
 #include "candle/nn/attention.h"
+#include "candle/nn/ops.h"
 #include "cuda_device.h"
 #include "models/program_util.h"
 
@@ -100,6 +101,29 @@ TEST(CudaAttention, AKeyCountOutOfRangeIsAnErrorAtTheNextSync) {
   len.slice_set(u32(10, dev), 0, 0);
   g.replay();
   EXPECT_LT(max_diff(host(out), host(ops::scaled_dot_product_attention(q, k, k, 1.0, true))), 1e-6f);
+}
+
+// nn::ops::silu_mul on CUDA (one kernel) gives the two element-wise ops' values bit for bit, in f32,
+// f16 and bf16, for dense operands and for the two halves of a stacked gate|up row block (row
+// strides of twice the width).
+TEST(CudaDecode, SiluMulIsTheComposedOpsInOneKernel) {
+  NEED_CUDA_DEVICE();
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    const Tensor gu = (randn({3, 2, 2 * 96}, 31) * 4.0).to_dtype(dt).to_device(dev);
+    const Tensor g = gu.narrow(2, 0, 96), u = gu.narrow(2, 96, 96);
+    const uint64_t before = cuda::stats().launches;
+    const Tensor fused = ops::silu_mul(g, u);
+    EXPECT_EQ(cuda::stats().launches - before, 1u) << dtype_name(dt);
+    EXPECT_EQ(host(fused), host(g.silu() * u)) << dtype_name(dt);
+    const Tensor gc = g.contiguous(), uc = u.contiguous();
+    EXPECT_EQ(host(ops::silu_mul(gc, uc)), host(gc.silu() * uc)) << dtype_name(dt);
+    const std::vector<float> want = host(g.to_device(Device::cpu()).silu() * u.to_device(Device::cpu()));
+    float scale = 0.0f;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    // the CPU's exp may differ from CUDA's by an ulp, and the products' rounding follows
+    EXPECT_LT(max_diff(host(fused), want), (dt == DType::F32 ? 1e-6f : 1e-2f) * scale) << dtype_name(dt);
+  }
+  EXPECT_THROW((void)ops::silu_mul(randn({2, 4}, 1).to_device(dev), randn({2, 5}, 2).to_device(dev)), Error);
 }
 
 // A random llama (candle-make-random-llama: q8_0, f16 and q4_k_m weights) fed the CPU's greedy tokens:

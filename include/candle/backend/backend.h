@@ -255,6 +255,9 @@ class BackendStorage {
   // f32. Results are contiguous with l's shape.
   // xs [..., d]: softmax over the last dim (the row max subtracted first).
   virtual StoragePtr softmax_last_dim(const Layout& l) const;
+  // gate [..., d] (this) and up of its shape: silu(gate) * up, silu rounded to the dtype first as
+  // the composed ops round it (the SwiGLU MLP of decoding: one kernel instead of two).
+  virtual StoragePtr silu_mul(const Layout& l, const BackendStorage& up, const Layout& up_l) const;
   // xs [..., d], alpha [d]: x / sqrt(mean(x^2) + eps) * alpha.
   virtual StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                               float eps) const;

@@ -16,6 +16,9 @@ Tensor sigmoid(const Tensor& xs);
 Tensor silu(const Tensor& xs);
 // silu(first half) * second half of the last dim.
 Tensor swiglu(const Tensor& xs);
+// silu(gate) * up (same shape and dtype): one kernel where the backend has it (CUDA), else the
+// two ops; the same values either way.
+Tensor silu_mul(const Tensor& gate, const Tensor& up);
 // clamp((x + 3) / 6, 0, 1)
 Tensor hard_sigmoid(const Tensor& xs);
 Tensor leaky_relu(const Tensor& xs, double negative_slope);
