@@ -69,10 +69,10 @@ __global__ void report_k(Dt idt, const void* __restrict__ ids, uint32_t tag, uin
 }
 
 // check_k and report_k in one block, for the few ids of a decode step (a KV write, a rope row):
-// one launch instead of a memset and two kernels. The block finds the lowest bad position, then
-// thread 0 writes `bad` (0 when every id fits, so no memset is needed) and reports it.
-__global__ void check_small_k(Dt idt, const void* __restrict__ ids, int64_t n, int64_t limit, uint32_t tag,
-                              uint32_t* fault, unsigned long long* __restrict__ bad) {
+// the block finds the lowest bad position, then thread 0 writes `bad` (0 when every id fits, so no
+// memset is needed) and reports it. Every thread of the block calls it; all get the same answer.
+__device__ bool block_check_ids(Dt idt, const void* __restrict__ ids, int64_t n, int64_t limit, uint32_t tag,
+                                uint32_t* fault, unsigned long long* __restrict__ bad) {
   __shared__ unsigned long long first;
   if (threadIdx.x == 0) first = 0;
   __syncthreads();
@@ -82,18 +82,28 @@ __global__ void check_small_k(Dt idt, const void* __restrict__ ids, int64_t n, i
     if (!skip && (v < 0 || v >= limit)) atomicMax(&first, ~static_cast<unsigned long long>(i));
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  *bad = first;
-  if (first == 0) return;
-  const int64_t pos = static_cast<int64_t>(~first);
-  bool skip = false;
-  const uint64_t raw = static_cast<uint64_t>(load_id(ids, idt, pos, skip));
-  if (atomicCAS(fault, 0u, tag) != 0u) return;  // an earlier fault is reported first
-  volatile uint32_t* w = fault;
-  w[1] = static_cast<uint32_t>(pos);
-  w[2] = static_cast<uint32_t>(raw);
-  w[3] = static_cast<uint32_t>(raw >> 32);
-  __threadfence_system();
+  const unsigned long long f = first;
+  if (threadIdx.x == 0) {
+    *bad = f;
+    if (f != 0) {
+      const int64_t pos = static_cast<int64_t>(~f);
+      bool skip = false;
+      const uint64_t raw = static_cast<uint64_t>(load_id(ids, idt, pos, skip));
+      if (atomicCAS(fault, 0u, tag) == 0u) {  // else an earlier fault is reported first
+        volatile uint32_t* w = fault;
+        w[1] = static_cast<uint32_t>(pos);
+        w[2] = static_cast<uint32_t>(raw);
+        w[3] = static_cast<uint32_t>(raw >> 32);
+        __threadfence_system();
+      }
+    }
+  }
+  return f == 0;
+}
+
+__global__ void check_small_k(Dt idt, const void* __restrict__ ids, int64_t n, int64_t limit, uint32_t tag,
+                              uint32_t* fault, unsigned long long* __restrict__ bad) {
+  (void)block_check_ids(idt, ids, n, limit, tag, fault, bad);
 }
 
 // Index arithmetic in I: uint32_t when the source and output fit, else int64_t.
@@ -140,11 +150,16 @@ __device__ __forceinline__ S add_of(S a, S b) {
   }
 }
 
-template <typename S, bool kAdd>
+// kCheck: one block that checks the ids first (block_check_ids with chk) instead of reading `bad`
+template <typename S, bool kAdd, bool kCheck = false>
 __global__ void scatter_k(S* dst, const S* src, Dt idt, const void* __restrict__ ids, int64_t left,
                           int64_t dst_dim, int64_t n, int64_t right, bool per_elem,
-                          const unsigned long long* __restrict__ bad) {
-  if (*bad) return;
+                          const unsigned long long* __restrict__ bad, IdCheckArgs chk = {}) {
+  if constexpr (kCheck) {
+    if (!block_check_ids(idt, ids, chk.n, chk.limit, chk.tag, chk.fault, chk.bad)) return;
+  } else if (*bad) {
+    return;
+  }
   CANDLE_GRID_LOOP(int64_t, t, left * right) {
     const int64_t l = t / right, r = t - l * right;
     S* d = dst + l * dst_dim * right + r;
@@ -216,11 +231,15 @@ cudaError_t gather(size_t esize, Dt idt, const void* src, const void* ids, void*
   });
 }
 
-cudaError_t scatter(bool add, bool per_elem, Dt dt, Dt idt, void* dst, const void* src, const void* ids,
-                    int64_t left, int64_t dst_dim, int64_t n, int64_t right, const unsigned long long* bad,
-                    cudaStream_t s) {
+namespace {
+
+// scatter_k over the element types: by size for a set, by dtype for an add. kCheck launches one block.
+template <bool kCheck>
+cudaError_t launch_scatter(bool add, bool per_elem, Dt dt, Dt idt, void* dst, const void* src,
+                           const void* ids, int64_t left, int64_t dst_dim, int64_t n, int64_t right,
+                           const unsigned long long* bad, const IdCheckArgs& chk, cudaStream_t s) {
   const int64_t cols = left * right;
-  if (cols == 0 || n == 0) return cudaSuccess;
+  const unsigned grid = kCheck ? 1u : grid_for(cols);
   if (!add) {
     size_t esize = 1;
     switch (dt) {
@@ -235,16 +254,41 @@ cudaError_t scatter(bool add, bool per_elem, Dt dt, Dt idt, void* dst, const voi
       default: esize = 8; break;
     }
     return with_esize(esize, [&]<typename E>() {
-      scatter_k<E, false><<<grid_for(cols), kBlock, 0, s>>>(static_cast<E*>(dst), static_cast<const E*>(src),
-                                                            idt, ids, left, dst_dim, n, right, per_elem, bad);
+      scatter_k<E, false, kCheck><<<grid, kBlock, 0, s>>>(static_cast<E*>(dst), static_cast<const E*>(src),
+                                                          idt, ids, left, dst_dim, n, right, per_elem, bad,
+                                                          chk);
       return cudaGetLastError();
     });
   }
   return with_dtype(dt, [&]<typename S>() {
-    scatter_k<S, true><<<grid_for(cols), kBlock, 0, s>>>(static_cast<S*>(dst), static_cast<const S*>(src),
-                                                         idt, ids, left, dst_dim, n, right, per_elem, bad);
+    scatter_k<S, true, kCheck><<<grid, kBlock, 0, s>>>(static_cast<S*>(dst), static_cast<const S*>(src), idt,
+                                                       ids, left, dst_dim, n, right, per_elem, bad, chk);
     return cudaGetLastError();
   });
+}
+
+}  // namespace
+
+cudaError_t scatter_checked(bool add, bool per_elem, Dt dt, Dt idt, void* dst, const void* src,
+                            const void* ids, int64_t left, int64_t dst_dim, int64_t n, int64_t right,
+                            const IdCheckArgs& chk, cudaStream_t s) {
+  constexpr int64_t kSmall = 4096;
+  const int64_t cols = left * right;
+  if (cols == 0 || n == 0 || cols > kSmall || chk.n > kSmall) {
+    const cudaError_t e = check_ids(idt, ids, chk.n, chk.limit, chk.tag, chk.fault, chk.bad, s);
+    if (e != cudaSuccess) return e;
+    return scatter(add, per_elem, dt, idt, dst, src, ids, left, dst_dim, n, right, chk.bad, s);
+  }
+  return launch_scatter<true>(add, per_elem, dt, idt, dst, src, ids, left, dst_dim, n, right, nullptr, chk,
+                              s);
+}
+
+cudaError_t scatter(bool add, bool per_elem, Dt dt, Dt idt, void* dst, const void* src, const void* ids,
+                    int64_t left, int64_t dst_dim, int64_t n, int64_t right, const unsigned long long* bad,
+                    cudaStream_t s) {
+  const int64_t cols = left * right;
+  if (cols == 0 || n == 0) return cudaSuccess;
+  return launch_scatter<false>(add, per_elem, dt, idt, dst, src, ids, left, dst_dim, n, right, bad, {}, s);
 }
 
 }  // namespace candle::cuda_k

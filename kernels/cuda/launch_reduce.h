@@ -61,5 +61,17 @@ cudaError_t gather(size_t esize, Dt idt, const void* src, const void* ids, void*
 cudaError_t scatter(bool add, bool per_elem, Dt dt, Dt idt, void* dst, const void* src, const void* ids,
                     int64_t left, int64_t dst_dim, int64_t n, int64_t right, const unsigned long long* bad,
                     cudaStream_t s);
+// The check_ids of a scatter's n ids against [0, limit), given to scatter_checked.
+struct IdCheckArgs {
+  int64_t n, limit;
+  uint32_t tag;
+  uint32_t* fault;
+  unsigned long long* bad;
+};
+// check_ids then scatter; a small scatter (up to 4096 ids and destination columns: a decode step's
+// KV write) does both in one block, one launch instead of two.
+cudaError_t scatter_checked(bool add, bool per_elem, Dt dt, Dt idt, void* dst, const void* src,
+                            const void* ids, int64_t left, int64_t dst_dim, int64_t n, int64_t right,
+                            const IdCheckArgs& chk, cudaStream_t s);
 
 }  // namespace candle::cuda_k

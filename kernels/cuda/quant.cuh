@@ -375,9 +375,12 @@ struct QT<kQ5K> : QK4<true> {};
 
 // element 128 h + 32 s + l: nibble (s / 2) of ql[64 h + 32 (s % 2) + l], bits 2s of qh[32 h + l],
 // signed scale j / 16; x = d * scale * (q - 32)
+// decode() takes one unit of 32 (item 4 h + s): the units of a half share their ql / qh bytes,
+// but a row of 2048 has only 16 halves, which left half of a warp idle with four units each;
+// lanes of neighbouring units read the shared bytes again (from L1).
 template <>
 struct QT<kQ6K> {
-  static constexpr int kQK = 256, kSize = 210, kUnits = 4;
+  static constexpr int kQK = 256, kSize = 210, kUnits = 1;
   static constexpr bool kHasMin = false;
   __device__ static float deq(const uint8_t* b, int j) {
     const int h = j / 128, s = (j / 32) % 4, l = j % 32;
@@ -387,20 +390,20 @@ struct QT<kQ6K> {
     const uint32_t qh = (ld8(b + 128 + 32 * h + l) >> (2 * s)) & 3u;
     return __fmul_rn(ds, static_cast<float>(static_cast<int>(ql | (qh << 4)) - 32));
   }
-  __device__ static void decode(const uint8_t* b, int h, Item<4>& it) {
+  __device__ static void decode(const uint8_t* b, int item, Item<1>& it) {
+    const int h = item / 4, s = item % 4;
     it.d = f16_at(b + 208);
-    const uint32_t sw[2] = {ld32_a2(b + 192 + 8 * h), ld32_a2(b + 196 + 8 * h)};
+    const uint32_t sc = ld16(b + 192 + 8 * h + 2 * s);
+    const uint8_t* ql = b + 64 * h + 32 * (s % 2);
+    const uint8_t* qh = b + 128 + 32 * h;
+#pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t l0 = ld32_a2(b + 64 * h + 4 * i), l1 = ld32_a2(b + 64 * h + 32 + 4 * i);
-      const uint32_t hh = ld32_a2(b + 128 + 32 * h + 4 * i);
-      for (int u = 0; u < 4; ++u) {
-        const uint32_t lo = ((u % 2 ? l1 : l0) >> (4 * (u / 2))) & 0x0f0f0f0fu;
-        const uint32_t hi = ((hh >> (2 * u)) & 0x03030303u) << 4;
-        it.q[u][i] = static_cast<int>(__vsub4(lo | hi, 0x20202020u));
-      }
+      const uint32_t lo = (ld32_a2(ql + 4 * i) >> (4 * (s / 2))) & 0x0f0f0f0fu;
+      const uint32_t hi = ((ld32_a2(qh + 4 * i) >> (2 * s)) & 0x03030303u) << 4;
+      it.q[0][i] = static_cast<int>(__vsub4(lo | hi, 0x20202020u));
     }
-    for (int u = 0; u < 4; ++u)
-      for (int k = 0; k < 2; ++k) it.sc[u][k] = static_cast<int8_t>(byte_of(sw, 2 * u + k));
+    it.sc[0][0] = static_cast<int8_t>(sc & 0xffu);
+    it.sc[0][1] = static_cast<int8_t>(sc >> 8);
   }
 };
 

@@ -171,12 +171,16 @@ void scatter_in_place(CudaStorage& self, bool add, const Layout& l, const Backen
   const Dense s = dense_input(src, src_l, op, src.shares_memory_with(self));
   const Split sp = split_at(l.shape(), dim);
   const size_t n = src_l.shape()[dim];
-  IdsChecked c = check_ids(self, id, ids.dtype(), n_src, sp.dim, op, dim, l.shape());
+  // the ids check and the writes: one launch for a small scatter (cuda_k::scatter_checked)
+  CuStoragePtr bad = self.cdev().make(DType::I64, 1);
+  auto chk = self.ctx().register_id_check(op, dim, sp.dim, l.shape().to_string());
+  const cuda_k::IdCheckArgs args{static_cast<int64_t>(n_src), static_cast<int64_t>(sp.dim), chk.tag,
+                                 chk.fault, bad->ptr<unsigned long long>()};
   self.ctx().launched(
-      cuda_k::scatter(add, true, dt_of(self.dtype()), dt_of(ids.dtype()), self.at(l.start_offset()),
-                      s.s->at(s.first), id.s->at(id.first), static_cast<int64_t>(sp.left),
-                      static_cast<int64_t>(sp.dim), static_cast<int64_t>(n), static_cast<int64_t>(sp.right),
-                      c.word(), self.stream()),
+      cuda_k::scatter_checked(add, true, dt_of(self.dtype()), dt_of(ids.dtype()), self.at(l.start_offset()),
+                              s.s->at(s.first), id.s->at(id.first), static_cast<int64_t>(sp.left),
+                              static_cast<int64_t>(sp.dim), static_cast<int64_t>(n),
+                              static_cast<int64_t>(sp.right), args, self.stream()),
       op);
 }
 
