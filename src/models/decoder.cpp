@@ -32,11 +32,12 @@ std::pair<Tensor, Tensor> compute_tables(const std::vector<float>& inv_freq, siz
 }
 
 // CANDLE_STACK_PROJECTIONS=1 / 0 stacks q|k|v and gate|up on any device / on none; by default
-// off the CPU only
+// where the weights live in a device's own memory (uploaded), not the machine's (where they are
+// memory-mapped views of the file, which a stacked copy would duplicate)
 bool stack_projections(const Device& dev) {
   const char* e = std::getenv("CANDLE_STACK_PROJECTIONS");
   if (e && *e) return std::string(e) != "0";
-  return !dev.is_cpu();
+  return !dev.memory().shared_with_system;
 }
 
 }  // namespace
@@ -74,7 +75,10 @@ std::optional<Proj> Proj::stack(const std::vector<const Proj*>& parts) {
   if (!ws.empty() && !qs.empty()) return std::nullopt;
   if (!qs.empty()) {
     for (const auto* t : qs)
-      if (t->dtype() != qs[0]->dtype() || (!t->device().is_cpu() && !t->device_data().defined()))
+      // blocks on a device with kernels for them, or host blocks where the QTensor's device is the
+      // machine's memory (a device that has no kernels would only get a host copy)
+      if (t->dtype() != qs[0]->dtype() ||
+          (!t->device_data().defined() && !t->device().memory().shared_with_system))
         return std::nullopt;
     auto w = std::make_shared<const quantized::QTensor>(quantized::QTensor::cat_rows(qs));
     return Proj{quantized::QMatMul::from_arc(std::move(w)), bias};

@@ -90,7 +90,7 @@ Tensor silu_mul(const Tensor& gate, const Tensor& up) {
                                               up.shape().to_string() + " " +
                                               std::string(dtype_name(up.dtype())) + " differ");
   auto composed = [&] { return gate.silu() * up; };
-  if (gate.device().is_cpu() || any_tracked({&gate, &up})) return composed();
+  if (any_tracked({&gate, &up})) return composed();
   auto kernel = [](const BackendStorage& s, const Layout& l, const BackendStorage& su, const Layout& lu) {
     return s.silu_mul(l, su, lu);
   };
