@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "candle/backend/backend.h"
+#include "candle/backend/cpu_storage.h"
 #include "candle/error.h"
 #include "candle/quantized/quantized.h"
 #include "codec.h"
@@ -77,10 +78,18 @@ QTensor quantize_impl(const Tensor& t, GgmlDType dtype, const float* imatrix, si
   if (imatrix && imatrix_len != row)
     throw Error(ErrorKind::ShapeMismatch, "the importance matrix has " + std::to_string(imatrix_len) +
                                               " values, the rows " + std::to_string(row));
-  std::vector<float> src = t.to_dtype(DType::F32).flatten_to_vec<float>();
+  // the f32 values read in place: a contiguous f32 CPU tensor as it is, anything else after one
+  // conversion (no second copy of the floats)
+  const Tensor f = t.to_device(Device::cpu()).to_dtype(DType::F32).contiguous();
+  const float* src = nullptr;
+  if (f.elem_count() != 0) {
+    const auto cs = std::dynamic_pointer_cast<const CpuStorage>(f.storage());
+    if (!cs) throw Error(ErrorKind::Internal, "QTensor::quantize: the CPU tensor has no CPU storage");
+    src = cs->data<float>() + f.layout().start_offset();
+  }
   auto bytes = std::make_shared<std::vector<uint8_t>>(need);
   size_t rows = row ? shape.elem_count() / row : 0;
-  if (rows) quantize_rows(dtype, src.data(), bytes->data(), rows, row, imatrix);
+  if (rows) quantize_rows(dtype, src, bytes->data(), rows, row, imatrix);
   std::span<const uint8_t> view(bytes->data(), bytes->size());
   return QTensor::from_bytes(std::move(bytes), view, shape, dtype, t.device());
 }
@@ -153,14 +162,16 @@ Tensor QTensor::dequantize(const Device& device) const {
     return t;
   size_t row = shape_.dims().back();
   size_t rows = row ? shape_.elem_count() / row : 0;
-  std::vector<float> out(shape_.elem_count());
+  // dequantized straight into the storage of the CPU tensor (then uploaded once for a device)
+  auto out = CpuStorage::alloc(DType::F32, shape_.elem_count());
   if (rows && bytes_.empty()) {
     const std::vector<uint8_t> host = host_bytes();  // the blocks of cat_rows, on another device
-    dequantize_rows(dtype_, host.data(), out.data(), rows, row);
+    dequantize_rows(dtype_, host.data(), out->data<float>(), rows, row);
   } else if (rows) {
-    dequantize_rows(dtype_, bytes_.data(), out.data(), rows, row);
+    dequantize_rows(dtype_, bytes_.data(), out->data<float>(), rows, row);
   }
-  return Tensor::from_vec(out, shape_, device);
+  Tensor t = Tensor::from_storage(std::move(out), Layout::contiguous(shape_), DType::F32, Device::cpu());
+  return device.is_cpu() ? t : t.to_device(device);
 }
 
 Tensor QTensor::dequantize_f16(const Device& device) const {

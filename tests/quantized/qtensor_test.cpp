@@ -98,6 +98,25 @@ TEST(QTensor, CatRowsStacksTheBlocksOfTheParts) {
   EXPECT_THROW(QTensor::cat_rows(std::span<const QTensor* const>{}), Error);
 }
 
+// quantize reads a contiguous f32 tensor in place and converts anything else once: a transposed
+// view, an f16 tensor and a narrowed one give the blocks of their contiguous f32 values
+TEST(QTensor, QuantizeTakesViewsAndOtherFloatTypes) {
+  Device::cpu().set_seed(3);
+  const Tensor t = Tensor::randn(0.f, 1.f, {256, 64}, Device::cpu());
+  auto blocks = [](const QTensor& q) { return std::vector<uint8_t>(q.data().begin(), q.data().end()); };
+  const Tensor tt = t.t();  // [64, 256], not contiguous
+  EXPECT_EQ(blocks(QTensor::quantize(tt, GgmlDType::Q4K)),
+            blocks(QTensor::quantize(tt.contiguous(), GgmlDType::Q4K)));
+  const Tensor h = t.to_dtype(DType::F16);
+  EXPECT_EQ(blocks(QTensor::quantize(h, GgmlDType::Q8_0)),
+            blocks(QTensor::quantize(h.to_dtype(DType::F32), GgmlDType::Q8_0)));
+  const Tensor part = tt.contiguous().narrow(0, 10, 3);  // starts at an offset of its storage
+  EXPECT_EQ(blocks(QTensor::quantize(part, GgmlDType::Q6K)),
+            blocks(QTensor::quantize(part.contiguous().copy(), GgmlDType::Q6K)));
+  const QTensor q = QTensor::quantize(part, GgmlDType::Q6K);
+  EXPECT_EQ(q.dequantize(Device::cpu()).dims(), (std::vector<size_t>{3, 256}));
+}
+
 TEST(QTensor, QuantizeRejectsPartialBlocksAndIntegerTensors) {
   EXPECT_THROW(QTensor::quantize(arange_f32(100, {100}), GgmlDType::Q4K), Error);
   EXPECT_THROW(QTensor::quantize(Tensor::zeros({2, 32}, DType::I64, Device::cpu()), GgmlDType::Q8_0), Error);
