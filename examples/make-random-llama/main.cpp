@@ -206,7 +206,7 @@ int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uin
   std::fprintf(
       stderr,
       "%s: llama %s, %zu layers, dim %zu, ffn %zu, heads %zu/%zu, vocab %zu, ctx %zu: %.1f M params, "
-      "%s, ~%.2f GiB (held in memory until written)\n",
+      "%s, ~%.2f GiB\n",
       output.c_str(), sh.name.c_str(), sh.layers, sh.dim, sh.ffn, sh.heads, sh.kv_heads, sh.vocab, sh.ctx,
       static_cast<double>(n_params) * 1e-6, ft.name.c_str(), static_cast<double>(out_bytes) / (1ull << 30));
 
@@ -243,7 +243,12 @@ int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uin
   }
 
   const size_t threads = std::max<size_t>(1, candle::get_num_threads());
-  gguf_file::TensorList tensors;
+  // written tensor by tensor (a temporary file renamed into place by finish(); nothing is left on
+  // an error): one tensor in memory at a time
+  std::vector<gguf_file::TensorSpec> specs;
+  for (const auto& [name, shape] : plan)
+    specs.push_back({name, shape, tensor_type_for(name, shape, ft, static_cast<long>(sh.layers))});
+  gguf_file::Writer writer(output, meta, std::move(specs));
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
     const auto& [name, shape] = plan[i];
@@ -258,10 +263,9 @@ int run(const std::string& output, const LlamaShape& sh, const FileType& ft, uin
     std::fprintf(stderr, "[%4zu/%4zu] %-28s [%s] %s, %.2f MiB, %.1f s\n", i + 1, plan.size(), name.c_str(),
                  dims_str(shape).c_str(), std::string(ggml_dtype_name(t)).c_str(),
                  static_cast<double>(q.storage_size_in_bytes()) / (1 << 20), secs);
-    tensors.emplace_back(name, std::move(q));
+    writer.write_tensor(q);
   }
-  std::fprintf(stderr, "writing %s ...\n", output.c_str());
-  gguf_file::write(output, meta, tensors);
+  writer.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "wrote %s: %.2f MiB, %.1f s\n", output.c_str(),
                static_cast<double>(out_bytes) / (1 << 20), secs);
