@@ -4,10 +4,11 @@
 // the instantiations to one per element type). The dtype's maximum is "no index". check_ids
 // runs first: it records the first out-of-range position in the caller's `bad` word (as
 // ~position, with atomicMax: the lowest position wins) and a one-thread kernel writes the
-// context's fault words from it (up to 4096 ids, one block does both in one launch); the op kernels read
-// `bad` and write nothing when it is set, so a failed scatter leaves its destination as it was, as the CPU
-// does. Scatters run one thread per (left, right) column of the destination, looping over the source
-// positions in order: the last write wins and additions happen in the CPU's order.
+// context's fault words from it (up to 4096 ids, one block does both in one launch); the op
+// kernels read `bad` and write nothing when it is set, so a failed scatter leaves its destination
+// as it was, as the CPU does. Scatters run one thread per (left, right) column of the
+// destination, looping over the source positions in order: the last write wins and additions
+// happen in the CPU's order.
 #include "common.cuh"
 #include "launch_reduce.h"
 
@@ -53,11 +54,11 @@ __global__ void check_k(Dt idt, const void* __restrict__ ids, int64_t n, int64_t
   }
 }
 
-__global__ void report_k(Dt idt, const void* __restrict__ ids, uint32_t tag, uint32_t* fault,
-                         const unsigned long long* __restrict__ bad) {
-  const unsigned long long b = *bad;
-  if (b == 0) return;
-  const int64_t pos = static_cast<int64_t>(~b);
+// `bad` (~position of the first bad id, or 0) into the fault words {tag, position, id low, id high}
+__device__ void report_bad(Dt idt, const void* __restrict__ ids, uint32_t tag, uint32_t* fault,
+                           unsigned long long bad) {
+  if (bad == 0) return;
+  const int64_t pos = static_cast<int64_t>(~bad);
   bool skip = false;
   const uint64_t raw = static_cast<uint64_t>(load_id(ids, idt, pos, skip));
   if (atomicCAS(fault, 0u, tag) != 0u) return;  // an earlier fault is reported first
@@ -67,6 +68,14 @@ __global__ void report_k(Dt idt, const void* __restrict__ ids, uint32_t tag, uin
   w[3] = static_cast<uint32_t>(raw >> 32);
   __threadfence_system();
 }
+
+__global__ void report_k(Dt idt, const void* __restrict__ ids, uint32_t tag, uint32_t* fault,
+                         const unsigned long long* __restrict__ bad) {
+  report_bad(idt, ids, tag, fault, *bad);
+}
+
+// ids and destination columns one block checks and scatters (a decode step's KV write, a rope row)
+constexpr int64_t kSmallIds = 4096;
 
 // check_k and report_k in one block, for the few ids of a decode step (a KV write, a rope row):
 // the block finds the lowest bad position, then thread 0 writes `bad` (0 when every id fits, so no
@@ -85,18 +94,7 @@ __device__ bool block_check_ids(Dt idt, const void* __restrict__ ids, int64_t n,
   const unsigned long long f = first;
   if (threadIdx.x == 0) {
     *bad = f;
-    if (f != 0) {
-      const int64_t pos = static_cast<int64_t>(~f);
-      bool skip = false;
-      const uint64_t raw = static_cast<uint64_t>(load_id(ids, idt, pos, skip));
-      if (atomicCAS(fault, 0u, tag) == 0u) {  // else an earlier fault is reported first
-        volatile uint32_t* w = fault;
-        w[1] = static_cast<uint32_t>(pos);
-        w[2] = static_cast<uint32_t>(raw);
-        w[3] = static_cast<uint32_t>(raw >> 32);
-        __threadfence_system();
-      }
-    }
+    report_bad(idt, ids, tag, fault, f);
   }
   return f == 0;
 }
@@ -180,8 +178,7 @@ __global__ void scatter_k(S* dst, const S* src, Dt idt, const void* __restrict__
 
 cudaError_t check_ids(Dt idt, const void* ids, int64_t n, int64_t limit, uint32_t tag, uint32_t* fault,
                       unsigned long long* bad, cudaStream_t s) {
-  constexpr int64_t kSmall = 4096;  // ids one block checks in a few passes
-  if (n <= kSmall) {
+  if (n <= kSmallIds) {
     check_small_k<<<1, kBlock, 0, s>>>(idt, ids, n, limit, tag, fault, bad);
     return cudaGetLastError();
   }
@@ -272,9 +269,8 @@ cudaError_t launch_scatter(bool add, bool per_elem, Dt dt, Dt idt, void* dst, co
 cudaError_t scatter_checked(bool add, bool per_elem, Dt dt, Dt idt, void* dst, const void* src,
                             const void* ids, int64_t left, int64_t dst_dim, int64_t n, int64_t right,
                             const IdCheckArgs& chk, cudaStream_t s) {
-  constexpr int64_t kSmall = 4096;
   const int64_t cols = left * right;
-  if (cols == 0 || n == 0 || cols > kSmall || chk.n > kSmall) {
+  if (cols == 0 || n == 0 || cols > kSmallIds || chk.n > kSmallIds) {
     const cudaError_t e = check_ids(idt, ids, chk.n, chk.limit, chk.tag, chk.fault, chk.bad, s);
     if (e != cudaSuccess) return e;
     return scatter(add, per_elem, dt, idt, dst, src, ids, left, dst_dim, n, right, chk.bad, s);

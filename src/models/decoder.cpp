@@ -57,8 +57,11 @@ std::optional<Proj> Proj::stack(const std::vector<const Proj*>& parts) {
     if (b) biases.push_back(*b);
   }
   if (!biases.empty() && biases.size() != parts.size()) return std::nullopt;
-  std::optional<Tensor> bias;
-  if (!biases.empty()) bias = Tensor::cat(biases, 0);
+  // the stacked bias, made only once the weights are known to stack
+  auto bias = [&]() -> std::optional<Tensor> {
+    if (biases.empty()) return std::nullopt;
+    return Tensor::cat(biases, 0);
+  };
   std::vector<Tensor> ws;
   std::vector<const quantized::QTensor*> qs;
   for (const Proj* p : parts) {
@@ -81,7 +84,7 @@ std::optional<Proj> Proj::stack(const std::vector<const Proj*>& parts) {
           (!t->device_data().defined() && !t->device().memory().shared_with_system))
         return std::nullopt;
     auto w = std::make_shared<const quantized::QTensor>(quantized::QTensor::cat_rows(qs));
-    return Proj{quantized::QMatMul::from_arc(std::move(w)), bias};
+    return Proj{quantized::QMatMul::from_arc(std::move(w)), bias()};
   }
   // trained weights (variables, or computed from them) stay apart: a stacked copy would not see
   // the optimizer's updates
@@ -89,7 +92,7 @@ std::optional<Proj> Proj::stack(const std::vector<const Proj*>& parts) {
     if (w.dtype() != ws[0].dtype() || w.rank() != 2 || w.track_op()) return std::nullopt;
   for (const Tensor& b : biases)
     if (b.track_op()) return std::nullopt;
-  return Proj{nn::Linear(Tensor::cat(ws, 0), bias), std::nullopt};
+  return Proj{nn::Linear(Tensor::cat(ws, 0), bias()), std::nullopt};
 }
 
 Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {

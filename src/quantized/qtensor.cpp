@@ -129,8 +129,12 @@ QTensor QTensor::cat_rows(std::span<const QTensor* const> parts) {
   auto bytes = std::make_shared<std::vector<uint8_t>>();
   bytes->reserve(qtensor_bytes(shape, a.dtype()));
   for (const QTensor* p : parts) {
-    const std::vector<uint8_t> host = p->host_bytes();
-    bytes->insert(bytes->end(), host.begin(), host.end());
+    if (!p->bytes_.empty()) {
+      bytes->insert(bytes->end(), p->bytes_.begin(), p->bytes_.end());
+    } else {
+      const std::vector<uint8_t> host = p->host_bytes();
+      bytes->insert(bytes->end(), host.begin(), host.end());
+    }
   }
   std::span<const uint8_t> view(bytes->data(), bytes->size());
   return from_bytes(std::move(bytes), view, shape, a.dtype(), a.device());
@@ -164,12 +168,10 @@ Tensor QTensor::dequantize(const Device& device) const {
   size_t rows = row ? shape_.elem_count() / row : 0;
   // dequantized straight into the storage of the CPU tensor (then uploaded once for a device)
   auto out = CpuStorage::alloc(DType::F32, shape_.elem_count());
-  if (rows && bytes_.empty()) {
-    const std::vector<uint8_t> host = host_bytes();  // the blocks of cat_rows, on another device
-    dequantize_rows(dtype_, host.data(), out->data<float>(), rows, row);
-  } else if (rows) {
-    dequantize_rows(dtype_, bytes_.data(), out->data<float>(), rows, row);
-  }
+  std::vector<uint8_t> host;  // the blocks of cat_rows, which live on another device only
+  if (rows && bytes_.empty()) host = host_bytes();
+  if (rows)
+    dequantize_rows(dtype_, host.empty() ? bytes_.data() : host.data(), out->data<float>(), rows, row);
   Tensor t = Tensor::from_storage(std::move(out), Layout::contiguous(shape_), DType::F32, Device::cpu());
   return device.is_cpu() ? t : t.to_device(device);
 }
