@@ -5,11 +5,15 @@
 //              [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
 //              [--repeat-last-n N] [--seed S] [--stop STR]... [--threads N] [--device NAME]
 //              [--dtype f32|f16|bf16] [--tokenizer FILE] [--no-template] [--quiet]
+//              [--decode auto|cache|graph] [--ignore-eos]
 //
 // Sampling defaults are llama.cpp's (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat
 // penalty 1.0 over the last 64 tokens); --temperature 0 is greedy. At the end it prints, on
 // stderr, prompt and generation tokens/s, the time to the first token and the peak memory.
 // Ctrl-C stops the generation (in --chat: the current answer; twice: the program).
+// --decode graph feeds the text through models::DecodeSession: each token's step recorded once as a
+// candle::Graph and replayed (one launch per token on CUDA); --decode cache through forward() and
+// its KV cache; auto (the default) takes graph where the device records graphs (CUDA).
 // Speed on random tokens, as llama-bench measures it: bench/llm_speed.cpp.
 #include <sys/resource.h>
 
@@ -123,8 +127,8 @@ std::vector<uint32_t> eos_ids(const std::string& model, const candle::quantized:
 }
 
 struct Options {
-  std::string model, prompt, system, tokenizer_file, device = "cpu", dtype = "f32";
-  bool chat = false, no_template = false, quiet = false;
+  std::string model, prompt, system, tokenizer_file, device = "cpu", dtype = "f32", decode = "auto";
+  bool chat = false, no_template = false, quiet = false, ignore_eos = false;
   int64_t max_tokens = 256;
   double temperature = 0.8, top_p = 0.95, min_p = 0.05, repeat_penalty = 1.0;
   int64_t top_k = 40, repeat_last_n = 64;
@@ -166,6 +170,11 @@ class Session {
         lp_(gen::LogitsProcessor::from_sampling(o.seed ? *o.seed : std::random_device{}(),
                                                 sampling_of(o, model.vocab_size()))),
         eos_(std::move(eos)) {
+    const bool graph = o.decode == "graph" || (o.decode == "auto" && device.records_graphs());
+    if (graph) {
+      const size_t want = 512 + static_cast<size_t>(std::max<int64_t>(o.max_tokens, 0));
+      decode_.emplace(model, device, std::min(want, model.max_seq_len()));
+    }
     // the end-of-turn tokens of the common chat formats, where the vocabulary has them
     for (const char* name : {"</s>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|im_end|>",
                              "<end_of_turn>", "<|end|>", "<|return|>", "<|end▁of▁sentence|>"})
@@ -186,16 +195,14 @@ class Session {
     gen::StopStrings stops(o_.stop);
     std::string answer;
     const auto t0 = Clock::now();
-    Tensor input = Tensor::from_vec(ids, {1, ids.size()}, device_);
-    Tensor logits = model_.forward(input, pos_);
-    pos_ += ids.size();
+    Tensor logits = feed(ids);
     history_.insert(history_.end(), ids.begin(), ids.end());
     st.prompt_tokens += ids.size();
     st.prompt_s += seconds_since(t0);
     const auto t1 = Clock::now();
     const int start_interrupts = g_interrupts.load();
     for (int64_t i = 0; i < o_.max_tokens; ++i) {
-      std::vector<float> row = logits.squeeze(0).to_dtype(DType::F32).to_vec1<float>();
+      std::vector<float> row = logits.to_dtype(DType::F32).to_vec1<float>();
       if (o_.repeat_penalty != 1.0) {
         const size_t n =
             std::min<size_t>(history_.size(), static_cast<size_t>(std::max<int64_t>(0, o_.repeat_last_n)));
@@ -207,13 +214,11 @@ class Session {
       if (i == 0) st.first_token_s += st.prompt_s + seconds_since(t1);
       ++st.generated;
       history_.push_back(next);
-      if (std::find(eos_.begin(), eos_.end(), next) != eos_.end()) break;
+      if (!o_.ignore_eos && std::find(eos_.begin(), eos_.end(), next) != eos_.end()) break;
       bool stop_hit = false;
       if (auto piece = out.next_token(next)) stop_hit = emit(stops, *piece, answer);
       if (stop_hit || g_interrupts.load() != start_interrupts || pos_ + 1 >= model_.max_seq_len()) break;
-      Tensor step = Tensor::from_vec(std::vector<uint32_t>{next}, {1, 1}, device_);
-      logits = model_.forward(step, pos_);
-      ++pos_;
+      logits = feed({next});
     }
     if (auto rest = out.decode_rest()) emit(stops, *rest, answer);
     const std::string tail = stops.flush();
@@ -223,13 +228,26 @@ class Session {
     return answer;
   }
 
+  bool graph_decode() const { return decode_.has_value(); }
   void reset() {
     model_.clear_kv_cache();
+    if (decode_) decode_->reset();
     pos_ = 0;
     history_.clear();
   }
 
  private:
+  // the next tokens after what the model holds: the last one's logits [vocab]
+  Tensor feed(const std::vector<uint32_t>& ids) {
+    Tensor logits;
+    if (decode_) {
+      logits = decode_->feed(ids);
+    } else {
+      logits = model_.forward(Tensor::from_vec(ids, {1, ids.size()}, device_), pos_).squeeze(0);
+    }
+    pos_ += ids.size();
+    return logits;
+  }
   bool emit(gen::StopStrings& stops, const std::string& piece, std::string& answer) {
     auto r = stops.feed(piece);
     print(r.text);
@@ -248,6 +266,7 @@ class Session {
   Device device_;
   gen::LogitsProcessor lp_;
   std::vector<uint32_t> eos_, history_;
+  std::optional<candle::models::DecodeSession> decode_;
   size_t pos_ = 0;
 };
 
@@ -315,6 +334,13 @@ int run(const Options& o) {
 
   std::signal(SIGINT, on_sigint);
   Session session(o, *model, tok, device, eos_ids(path, gguf ? &*gguf : nullptr));
+  if (!o.quiet)
+    std::fprintf(stderr, "candle-llm: decode: %s\n",
+                 session.graph_decode()
+                     ? (device.records_graphs() ? "graph (each step recorded once, replayed)"
+                                                : "graph (the step run eagerly: this device "
+                                                  "records no graphs)")
+                     : "cache (forward with a KV cache)");
   Stats st;
   gen::ChatTemplateOptions topt;
   topt.add_generation_prompt = true;
@@ -405,6 +431,12 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer", o.tokenizer_file, "a tokenizer.json instead of the model's own");
   app.add_flag("--no-template", o.no_template, "--chat without the model's chat template (plain text turns)");
   app.add_flag("--quiet,-q", o.quiet, "print only the generated text");
+  app.add_flag("--ignore-eos", o.ignore_eos,
+               "go on past end-of-sequence tokens (for timing, as llama.cpp's)");
+  app.add_option("--decode", o.decode,
+                 "auto (default: graph where the device records graphs, i.e. CUDA), graph (each token's "
+                 "step recorded once and replayed), cache (forward with a KV cache)")
+      ->check(CLI::IsMember({"auto", "graph", "cache"}));
   CLI11_PARSE(app, argc, argv);
   if (*seed_opt) o.seed = seed;
   for (auto& s : o.stop) s = unescape(s);

@@ -6,6 +6,7 @@
 #include "candle/display.h"
 #include "candle/dtype.h"
 #include "candle/error.h"
+#include "candle/graph.h"
 #include "candle/io/npy.h"
 #include "candle/io/pickle.h"
 #include "candle/io/safetensors.h"

@@ -68,6 +68,8 @@ class Device {
   void synchronize() const;
   // Free and total tensor memory (the CPU: available system memory, within the cgroup limit).
   DeviceMemory memory() const;
+  // Whether candle::Graph::capture records work on this device (CUDA) rather than re-running it.
+  bool records_graphs() const;
 
   BackendDevice& backend() const { return *backend_; }
   const std::shared_ptr<BackendDevice>& backend_ptr() const { return backend_; }

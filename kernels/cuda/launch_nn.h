@@ -16,11 +16,13 @@
 namespace candle::cuda_k {
 
 // ---- last-dim row ops (nn_rows.cu) ----
-enum class RowOp : uint8_t { Softmax, RmsNorm, LayerNorm };
+enum class RowOp : uint8_t { Softmax, RmsNorm, LayerNorm, AddRmsNorm };
 
 // `n_rows` rows of `d` elements; row r starts at x + r * row_stride (its elements adjacent);
 // out is dense [n_rows, d]. alpha / beta: vectors of d elements with strides a_st / b_st (0:
-// one element broadcast), read by the norms only (beta by LayerNorm only).
+// one element broadcast), read by the norms only (beta by LayerNorm only). AddRmsNorm: `beta` is
+// the rows h added to x (row r at beta + r * b_st, elements adjacent) and out is dense
+// [2, n_rows, d]: the sums x + h rounded to the dtype, then their rms_norm.
 cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, int64_t row_stride,
                    const void* alpha, int64_t a_st, const void* beta, int64_t b_st, float eps, void* out,
                    cudaStream_t s);

@@ -18,10 +18,12 @@ cudaError_t qdequantize(uint32_t ggml_type, const void* blocks, size_t elems, bo
 // The most activation rows qmatvec takes in one launch.
 constexpr size_t kQmvMaxRows = 8;
 
-// x (m rows of k, dense, f32 / f16 / bf16; k a multiple of 32) to 8-bit blocks of 32: q (m k
-// int8), d (m k / 32 f32 scales: x ~ d q), sums (m k / 16: the sum of each 16 quants).
-cudaError_t quantize_acts_q8(Dt dt, const void* x, size_t m, size_t k, int8_t* q, float* d, int32_t* sums,
-                             cudaStream_t s);
+// x (m rows of k, dense, f32 / f16 / bf16; k a multiple of `group`) to 8-bit quants as the CPU's
+// quantized matmul makes them for weights of blocks of `group` (32: the Q8_0 form; 256: the Q8_K
+// form): q (m k int8), d (m k / 32 f32 scales, one per 32 quants: x ~ d q; with group 256 each of
+// 8 equal), sums (m k / 16: the sum of each 16 quants).
+cudaError_t quantize_acts_q8(Dt dt, const void* x, size_t m, size_t k, size_t group, int8_t* q, float* d,
+                             int32_t* sums, cudaStream_t s);
 
 // y (m, n) f32 = x @ w^T with x as quantize_acts_q8 gives it (m <= kQmvMaxRows) and w n rows of
 // `row_bytes` bytes of blocks of a quantized type (16-byte aligned; k a multiple of its block size).

@@ -46,6 +46,19 @@ __global__ void row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, i
   for (; row < n_rows; row += step) {
     const S* xr = x + row * rs;
     S* yr = y + row * d;
+    // AddRmsNorm: the row is x + h (h = b's row), rounded to S as the add rounds it; the sums go to
+    // the first half of y, the normed row to the second
+    S* ys = yr;
+    if constexpr (OP == RowOp::AddRmsNorm) yr = y + (n_rows + row) * d;
+    auto xval = [&](int64_t i) -> C {
+      if constexpr (OP == RowOp::AddRmsNorm) {
+        const S sum = store<S>(add_rn(load(xr[i]), load(b[row * bs + i])));
+        ys[i] = sum;
+        return load(sum);
+      } else {
+        return load(xr[i]);
+      }
+    };
     if constexpr (OP == RowOp::Softmax) {
       C m = -std::numeric_limits<C>::infinity();
       for (int64_t i = lane; i < d; i += nthr) {
@@ -60,17 +73,30 @@ __global__ void row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, i
       s = reduce_row<kWarp, false>(s, red);
       for (int64_t i = lane; i < d; i += nthr) yr[i] = store<S>(div_rn(exp_c(sub_rn(load(xr[i]), m)), s));
     } else {
-      if constexpr (OP == RowOp::RmsNorm) {
+      if constexpr (OP == RowOp::RmsNorm || OP == RowOp::AddRmsNorm) {
         // a row of up to kCache elements a thread (a decode step's hidden state): x and alpha are
         // read once, all loads in flight together, and kept in registers for the output (the
         // same operations in the same order as the loops below)
         if (d <= nthr * kCache) {
           C xv[kCache], av[kCache], q = 0;
+          [[maybe_unused]] C hv[kCache];
 #pragma unroll
           for (int u = 0; u < kCache; ++u) {
             const int64_t i = lane + u * nthr;
             xv[u] = i < d ? load(xr[i]) : C(0);
+            if constexpr (OP == RowOp::AddRmsNorm) hv[u] = i < d ? load(b[row * bs + i]) : C(0);
             av[u] = i < d ? static_cast<C>(load(a[i * as])) : C(0);
+          }
+          if constexpr (OP == RowOp::AddRmsNorm) {
+            // the sums after every load is in flight (a store between them would order the loads
+            // after it)
+#pragma unroll
+            for (int u = 0; u < kCache; ++u) {
+              const int64_t i = lane + u * nthr;
+              const S sum = store<S>(add_rn(xv[u], hv[u]));
+              if (i < d) ys[i] = sum;
+              xv[u] = i < d ? load(sum) : C(0);
+            }
           }
 #pragma unroll
           for (int u = 0; u < kCache; ++u)
@@ -92,13 +118,13 @@ __global__ void row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, i
       }
       C q = 0;
       for (int64_t i = lane; i < d; i += nthr) {
-        const C dv = sub_rn(load(xr[i]), mean);
+        const C dv = sub_rn(xval(i), mean);  // (AddRmsNorm: writes the sum, read back below)
         q = add_rn(q, mul_rn(dv, dv));
       }
       const C var = div_rn(reduce_row<kWarp, false>(q, red), n);
       const C denom = sqrt_rn(add_rn(var, static_cast<C>(eps)));
       for (int64_t i = lane; i < d; i += nthr) {
-        const C xn = div_rn(sub_rn(load(xr[i]), mean), denom);
+        const C xn = div_rn(sub_rn(OP == RowOp::AddRmsNorm ? load(ys[i]) : load(xr[i]), mean), denom);
         C v = mul_rn(xn, static_cast<C>(load(a[i * as])));
         if constexpr (OP == RowOp::LayerNorm) v = add_rn(v, static_cast<C>(load(b[i * bs])));
         yr[i] = store<S>(v);
@@ -177,6 +203,8 @@ cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, in
         return launch_rows<S, RowOp::RmsNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
       case RowOp::LayerNorm:
         return launch_rows<S, RowOp::LayerNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
+      case RowOp::AddRmsNorm:
+        return launch_rows<S, RowOp::AddRmsNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
     }
     return cudaErrorInvalidValue;
   });

@@ -1,5 +1,6 @@
 // The quantized matrix-vector product of decoding (m <= kQmvMaxRows activation rows): the
-// activations are quantized on the GPU to 8-bit blocks of 32 (quantize_acts_q8), then one warp per
+// activations are quantized on the GPU to 8-bit blocks as the CPU quantizes them (quantize_acts_q8: one
+// scale per 32, or per 256 for the K-quants, stored per 32), then one warp per
 // weight row (one to four warps for long rows) walks the row's items (quant.cuh: a block, or the units of a
 // super-block that share quant bytes), lane by lane so that a warp's loads cover contiguous bytes, decodes
 // each item once and takes its integer dot products (__dp4a) with all m activation rows. Per unit of 32:
@@ -14,8 +15,12 @@ namespace {
 
 using namespace quant;
 
-// One warp per block of 32 activations: d = amax / 127, q = round(x / d) (ties to even), and the
-// sums of each 16 quants.
+// The CPU's activation quantizers (src/quantized/qmatmul_cpu.cpp), with the same float operations
+// so that the same activations give the same quants and scales: one warp per block of 32 for the
+// weight types of 32 (the Q8_0 form: d = amax / 127 rounded to f16, q = round(x * (127 / amax)),
+// ties to even), one per block of 256 for those of 256 (the Q8_K form: the first element of the
+// largest magnitude, vmax, maps to -127: q = round(x * (-127 / vmax)), d = vmax / -127, written for
+// each of its 8 blocks of 32); the quants clamped to [-127, 127], NaN to 0, and the sums of each 16.
 template <typename S>
 __global__ void quantize_acts_k(const S* __restrict__ x, uint64_t blocks, int8_t* __restrict__ q,
                                 float* __restrict__ d, int32_t* __restrict__ sums) {
@@ -32,7 +37,45 @@ __global__ void quantize_acts_k(const S* __restrict__ x, uint64_t blocks, int8_t
     int s = qi;
     for (int o = 8; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);  // within each half-warp
     if (lane % 16 == 0) sums[b * 2 + lane / 16] = s;
-    if (lane == 0) d[b] = amax / 127.0f;
+    if (lane == 0) d[b] = __half2float(__float2half_rn(amax / 127.0f));
+  }
+}
+
+// Lane l of the warp of a block of 256 takes elements 8l..8l+7 (block of 32 l / 4, half l / 2).
+template <typename S>
+__global__ void quantize_acts_256_k(const S* __restrict__ x, uint64_t blocks, int8_t* __restrict__ q,
+                                    float* __restrict__ d, int32_t* __restrict__ sums) {
+  const unsigned lane = threadIdx.x % 32;
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * (blockDim.x / 32);
+  for (uint64_t b = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; b < blocks;
+       b += warps) {
+    const S* xb = x + b * 256 + lane * 8;
+    float v[8], amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[i] = load(xb[i]);
+      amax = fmaxf(amax, fabsf(v[i]));
+    }
+    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    // the first element of magnitude amax: the smallest index among the lanes' first ones
+    int first = 256;
+#pragma unroll
+    for (int i = 7; i >= 0; --i)
+      if (fabsf(v[i]) == amax) first = static_cast<int>(lane) * 8 + i;
+    for (int o = 16; o > 0; o /= 2) first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
+    float vmax = 0.0f;
+    if (amax > 0.0f) vmax = __shfl_sync(0xffffffffu, v[first % 8], first / 8);
+    const float iscale = amax > 0.0f ? -127.0f / vmax : 0.0f;
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int qi = max(-127, min(127, __float2int_rn(v[i] * iscale)));
+      q[b * 256 + lane * 8 + i] = static_cast<int8_t>(qi);
+      s += qi;
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    if (lane % 2 == 0) sums[b * 16 + lane / 2] = s;
+    if (lane % 4 == 0) d[b * 8 + lane / 4] = amax > 0.0f ? vmax / -127.0f : 0.0f;
   }
 }
 
@@ -130,21 +173,22 @@ cudaError_t launch_qmv(const void* w, size_t row_bytes, size_t n, size_t k, size
 
 }  // namespace
 
-cudaError_t quantize_acts_q8(Dt dt, const void* x, size_t m, size_t k, int8_t* q, float* d, int32_t* sums,
-                             cudaStream_t s) {
-  const uint64_t blocks = static_cast<uint64_t>(m) * (k / 32);
+cudaError_t quantize_acts_q8(Dt dt, const void* x, size_t m, size_t k, size_t group, int8_t* q, float* d,
+                             int32_t* sums, cudaStream_t s) {
+  if (group != 32 && group != 256) return cudaErrorInvalidValue;
+  const uint64_t blocks = static_cast<uint64_t>(m) * (k / group);
   if (blocks == 0) return cudaSuccess;
   const auto grid = grid_for(static_cast<int64_t>(blocks) * 32);
+  auto run = [&](auto* xs) {
+    if (group == 32)
+      quantize_acts_k<<<grid, kBlock, 0, s>>>(xs, blocks, q, d, sums);
+    else
+      quantize_acts_256_k<<<grid, kBlock, 0, s>>>(xs, blocks, q, d, sums);
+  };
   switch (dt) {
-    case Dt::F32:
-      quantize_acts_k<<<grid, kBlock, 0, s>>>(static_cast<const float*>(x), blocks, q, d, sums);
-      break;
-    case Dt::F16:
-      quantize_acts_k<<<grid, kBlock, 0, s>>>(static_cast<const __half*>(x), blocks, q, d, sums);
-      break;
-    case Dt::BF16:
-      quantize_acts_k<<<grid, kBlock, 0, s>>>(static_cast<const __nv_bfloat16*>(x), blocks, q, d, sums);
-      break;
+    case Dt::F32: run(static_cast<const float*>(x)); break;
+    case Dt::F16: run(static_cast<const __half*>(x)); break;
+    case Dt::BF16: run(static_cast<const __nv_bfloat16*>(x)); break;
     default: return cudaErrorNotSupported;
   }
   return cudaGetLastError();

@@ -1,7 +1,10 @@
 // Op names, the CPU round-trip counters and the default (CPU round-trip) op implementations.
+#include <cstdint>
 #include <mutex>
+#include <string>
 
 #include "candle/backend/cpu_storage.h"
+#include "candle/backend/qblocks.h"
 
 namespace candle {
 
@@ -320,6 +323,10 @@ StoragePtr BackendStorage::softmax_last_dim(const Layout&) const { return nullpt
 StoragePtr BackendStorage::silu_mul(const Layout&, const BackendStorage&, const Layout&) const {
   return nullptr;
 }
+StoragePtr BackendStorage::add_rms_norm(const Layout&, const BackendStorage&, const Layout&,
+                                        const BackendStorage&, const Layout&, float) const {
+  return nullptr;
+}
 StoragePtr BackendStorage::rms_norm(const Layout&, const BackendStorage&, const Layout&, float) const {
   return nullptr;
 }
@@ -342,6 +349,25 @@ StoragePtr BackendStorage::scaled_dot_product_attention(const Layout&, const Bac
                                                         const BackendStorage&, const Layout&,
                                                         const AttentionParams&) const {
   return nullptr;
+}
+
+size_t checked_mul(size_t a, size_t b, const char* op) {
+  if (a != 0 && b > SIZE_MAX / a) throw Error(ErrorKind::Internal, std::string(op) + ": size overflow");
+  return a * b;
+}
+
+size_t checked_block_offset(const BackendStorage& s, const Layout& l, size_t need, const char* op) {
+  const std::string where = std::string(device_kind_name(s.device().kind())) + ": " + op + ": ";
+  if (s.dtype() != DType::U8)
+    throw Error(ErrorKind::Internal,
+                where + "the blocks are a " + std::string(dtype_name(s.dtype())) + " storage, not u8");
+  if (!l.is_contiguous() || l.elem_count() < need || l.start_offset() > s.elem_count() ||
+      l.elem_count() > s.elem_count() - l.start_offset())
+    throw Error(ErrorKind::Internal,
+                where + std::to_string(need) + " block bytes do not lie in a storage of " +
+                    std::to_string(s.elem_count()) + " bytes (layout of " + std::to_string(l.elem_count()) +
+                    " from " + std::to_string(l.start_offset()) + ")");
+  return l.start_offset();
 }
 
 }  // namespace candle

@@ -305,5 +305,6 @@ std::string Device::to_string() const {
 void Device::set_seed(uint64_t seed) const { backend_->set_seed(seed); }
 void Device::synchronize() const { backend_->synchronize(); }
 DeviceMemory Device::memory() const { return backend_->memory(); }
+bool Device::records_graphs() const { return backend_->records_graphs(); }
 
 }  // namespace candle

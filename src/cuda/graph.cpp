@@ -60,3 +60,24 @@ void Graph::replay() const {
 size_t Graph::nodes() const { return impl_->nodes; }
 
 }  // namespace candle::cuda
+
+namespace candle::cuda_backend {
+
+namespace {
+// candle::Graph's recording on CUDA: a cuda::Graph
+class CudaGraph final : public BackendGraph {
+ public:
+  explicit CudaGraph(cuda::Graph g) : g_(std::move(g)) {}
+  void replay() const override { g_.replay(); }
+  size_t nodes() const override { return g_.nodes(); }
+
+ private:
+  cuda::Graph g_;
+};
+}  // namespace
+
+std::unique_ptr<BackendGraph> CudaDevice::capture_graph(const std::function<void()>& work) {
+  return std::make_unique<CudaGraph>(cuda::Graph::capture(Device(shared_from_this()), work));
+}
+
+}  // namespace candle::cuda_backend

@@ -112,6 +112,24 @@ StoragePtr CudaStorage::rms_norm(const Layout& l, const BackendStorage& alpha, c
   return run_rows(*this, l, cuda_k::RowOp::RmsNorm, "rms_norm", &*av, nullptr, eps);
 }
 
+StoragePtr CudaStorage::add_rms_norm(const Layout& l, const BackendStorage& h, const Layout& h_l,
+                                     const BackendStorage& alpha, const Layout& alpha_l, float eps) const {
+  if (l.dims().empty() || l.dims() != h_l.dims() || !same_dtype(dtype_, {&h, &alpha})) return nullptr;
+  if (!dtype_is_float(dtype_)) unsupported(dtype_, "add_rms_norm");
+  const CudaStorage& hs = as_cuda(h, "add_rms_norm");
+  auto av = vec_of(as_cuda(alpha, "add_rms_norm"), alpha_l, l.dims().back());
+  if (!av) return nullptr;
+  auto out = cdev().make(dtype_, 2 * l.elem_count());
+  if (l.elem_count() == 0) return out;
+  const Rows xr = rows_of(*this, l), hr = rows_of(hs, h_l);
+  ctx().launched(
+      cuda_k::row_op(cuda_k::RowOp::AddRmsNorm, dt_of(dtype_), xr.src.s->at(xr.src.first), i64(xr.n_rows),
+                     i64(xr.d), i64(xr.row_stride), av->src.s->at(av->src.first), i64(av->stride),
+                     hr.src.s->at(hr.src.first), i64(hr.row_stride), eps, out->at(0), stream()),
+      "add_rms_norm");
+  return out;
+}
+
 StoragePtr CudaStorage::layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                                    const BackendStorage& beta, const Layout& beta_l, float eps) const {
   if (l.dims().empty() || !same_dtype(dtype_, {&alpha, &beta})) return nullptr;

@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "candle/backend/qblocks.h"
 #include "launch_quant.h"
 #include "storage.h"
 
@@ -25,15 +26,7 @@ namespace {
 // The device address of the first of `need` block bytes of the U8 storage s under layout l,
 // checked to lie inside it and to be 16-byte aligned (the kernels' vector loads).
 const void* checked_blocks(const CudaStorage& s, const Layout& l, size_t need, const char* op) {
-  if (s.dtype() != DType::U8)
-    internal(std::string(op) + ": the blocks are a " + std::string(dtype_name(s.dtype())) +
-             " storage, not u8");
-  if (!l.is_contiguous() || l.elem_count() < need || l.start_offset() > s.elem_count() ||
-      l.elem_count() > s.elem_count() - l.start_offset())
-    internal(std::string(op) + ": " + std::to_string(need) + " block bytes do not lie in a storage of " +
-             std::to_string(s.elem_count()) + " bytes (layout of " + std::to_string(l.elem_count()) +
-             " from " + std::to_string(l.start_offset()) + ")");
-  const void* p = s.at(l.start_offset());
+  const void* p = s.at(checked_block_offset(s, l, need, op));
   if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
     internal(std::string(op) + ": the blocks are not 16-byte aligned");
   return p;
@@ -41,11 +34,6 @@ const void* checked_blocks(const CudaStorage& s, const Layout& l, size_t need, c
 
 void check_blas(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS) fail(std::string(what) + ": " + cublasGetStatusString(st));
-}
-
-size_t mul_checked(size_t a, size_t b, const char* op) {
-  if (a != 0 && b > SIZE_MAX / a) internal(std::string(op) + ": size overflow");
-  return a * b;
 }
 
 }  // namespace
@@ -57,12 +45,12 @@ StoragePtr CudaStorage::half_weight_matmul(const Layout& blocks_l, const CudaSto
                                            bool bf16, size_t n, size_t k) const {
   const DType wdt = bf16 ? DType::BF16 : DType::F16;
   const void* w =
-      checked_blocks(*this, blocks_l, mul_checked(mul_checked(n, k, "qmatmul"), 2, "qmatmul"), "qmatmul");
+      checked_blocks(*this, blocks_l, checked_mul(checked_mul(n, k, "qmatmul"), 2, "qmatmul"), "qmatmul");
   if (k == 0 || x_l.elem_count() % k != 0)
     internal("qmatmul: the input's " + std::to_string(x_l.elem_count()) + " elements are not rows of " +
              std::to_string(k));
   const size_t m = x_l.elem_count() / k;
-  auto out = cdev().make(DType::F32, mul_checked(m, n, "qmatmul"));
+  auto out = cdev().make(DType::F32, checked_mul(m, n, "qmatmul"));
   if (m == 0 || n == 0) return out;
   StoragePtr xh;
   const void* xp = nullptr;
@@ -92,7 +80,7 @@ StoragePtr CudaStorage::qdequantize(const Layout& blocks_l, uint32_t ggml_type, 
     internal("qdequantize: " + std::to_string(elems) + " values are not whole blocks of " +
              std::to_string(qk));
   const void* src =
-      checked_blocks(*this, blocks_l, mul_checked(elems / qk, bytes, "qdequantize"), "qdequantize");
+      checked_blocks(*this, blocks_l, checked_mul(elems / qk, bytes, "qdequantize"), "qdequantize");
   auto o = cdev().make(out, elems);
   if (elems == 0) return o;
   ctx().launched(cuda_k::qdequantize(ggml_type, src, elems, out == DType::F16, o->at(0), stream()),
@@ -114,12 +102,12 @@ StoragePtr CudaStorage::qmatmul(const Layout& blocks_l, const BackendStorage& x_
     internal("qmatmul: k = " + std::to_string(k) + " is not a positive multiple of the block size " +
              std::to_string(qk));
   const size_t row_bytes = k / qk * bytes;
-  const void* w = checked_blocks(*this, blocks_l, mul_checked(n, row_bytes, "qmatmul"), "qmatmul");
+  const void* w = checked_blocks(*this, blocks_l, checked_mul(n, row_bytes, "qmatmul"), "qmatmul");
   if (x_l.elem_count() % k != 0)
     internal("qmatmul: the input's " + std::to_string(x_l.elem_count()) + " elements are not rows of " +
              std::to_string(k));
   const size_t m = x_l.elem_count() / k;
-  auto out = cdev().make(DType::F32, mul_checked(m, n, "qmatmul"));
+  auto out = cdev().make(DType::F32, checked_mul(m, n, "qmatmul"));
   if (m == 0 || n == 0) return out;
   Dense xd = dense(x, x_l);
   Context& c = ctx();
@@ -131,7 +119,10 @@ StoragePtr CudaStorage::qmatmul(const Layout& blocks_l, const BackendStorage& x_
     auto* q = static_cast<int8_t*>(scratch->ptr);
     auto* d = reinterpret_cast<float*>(q + nq);
     auto* sums = reinterpret_cast<int32_t*>(d + nd);
-    c.launched(cuda_k::quantize_acts_q8(dt_of(xdt), xd.s->at(xd.first), m, k, q, d, sums, stream()),
+    // quantized as the CPU quantizes them for this weight type (per 256 for the K-quants), so that
+    // the integer dot products are the CPU's
+    c.launched(cuda_k::quantize_acts_q8(dt_of(xdt), xd.s->at(xd.first), m, k, qk == 256 ? 256 : 32, q, d,
+                                        sums, stream()),
                "quantize_acts_q8");
     c.launched(cuda_k::qmatvec(ggml_type, w, row_bytes, n, k, m, q, d, sums, out->ptr<float>(), stream()),
                "qmatvec");
@@ -139,8 +130,8 @@ StoragePtr CudaStorage::qmatmul(const Layout& blocks_l, const BackendStorage& x_
   }
   // prefill: f16 weight scratch and x in f16, one GEMM: out (m, n) row-major is the column-major
   // (n, m) = W (n, k) X^T, W read as its column-major transpose (k, n)
-  const size_t wn = mul_checked(n, k, "qmatmul");
-  BlockPtr wh = c.alloc(mul_checked(wn, 2, "qmatmul"));
+  const size_t wn = checked_mul(n, k, "qmatmul");
+  BlockPtr wh = c.alloc(checked_mul(wn, 2, "qmatmul"));
   c.launched(cuda_k::qdequantize(ggml_type, w, wn, true, wh->ptr, stream()), "qdequantize");
   StoragePtr x16;
   const void* xp = xd.s->at(xd.first);

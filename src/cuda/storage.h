@@ -31,6 +31,8 @@ class CudaDevice final : public BackendDevice, public std::enable_shared_from_th
   StoragePtr rand_normal(DType dtype, size_t n, double mean, double stddev) override;
   void synchronize() override { ctx_->synchronize(); }
   DeviceMemory memory() const override { return ctx_->memory(); }
+  std::unique_ptr<BackendGraph> capture_graph(const std::function<void()>& work) override;  // graph.cpp
+  bool records_graphs() const override { return true; }
 
   Context& ctx() const { return *ctx_; }
   const std::shared_ptr<Context>& ctx_ptr() const { return ctx_; }
@@ -88,6 +90,8 @@ class CudaStorage final : public BackendStorage {
   // nn (ops_nn.cpp): candle::nn's fused last-dim ops, attention, the AdamW step
   StoragePtr softmax_last_dim(const Layout& l) const override;
   StoragePtr silu_mul(const Layout& l, const BackendStorage& up, const Layout& up_l) const override;
+  StoragePtr add_rms_norm(const Layout& l, const BackendStorage& h, const Layout& h_l,
+                          const BackendStorage& alpha, const Layout& alpha_l, float eps) const override;
   StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                       float eps) const override;
   StoragePtr layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,

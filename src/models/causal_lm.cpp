@@ -1,6 +1,7 @@
 // candle::models::load_causal_lm: a GGUF file or a Hugging Face folder to a CausalLM.
 #include "candle/models/causal_lm.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -21,6 +22,53 @@ StaticDecode CausalLM::start_static_decode(size_t, size_t) {
 
 Tensor CausalLM::decode_step(const Tensor&, StaticDecode&) {
   throw Error(ErrorKind::UnsupportedOp, architecture() + ": no position-independent decode");
+}
+
+Tensor CausalLM::prefill(const Tensor&, StaticDecode&, size_t) {
+  throw Error(ErrorKind::UnsupportedOp, architecture() + ": no position-independent decode");
+}
+
+DecodeSession::DecodeSession(CausalLM& model, const Device& device, size_t reserve)
+    : model_(model), device_(device), reserve_(std::max<size_t>(reserve, 1)) {}
+
+void DecodeSession::reserve_for(size_t positions) {
+  const size_t limit = model_.max_seq_len();
+  if (positions > limit)
+    throw Error(ErrorKind::InvalidArgument, "the text (" + std::to_string(positions) +
+                                                " tokens) does not fit the context of " +
+                                                std::to_string(limit) + " tokens");
+  if (state_ && positions <= state_->capacity) return;
+  size_t cap = state_ ? state_->capacity * 2 : reserve_;
+  cap = std::min(limit, std::max(cap, positions));
+  StaticDecode grown = model_.start_static_decode(1, cap);
+  if (state_ && pos_ > 0) {
+    // the keys and values so far; the recorded step wrote the old buffers, so it is recorded again
+    for (size_t i = 0; i < grown.k.size(); ++i) {
+      grown.k[i].slice_set(state_->k[i].narrow(2, 0, pos_), 2, 0);
+      grown.v[i].slice_set(state_->v[i].narrow(2, 0, pos_), 2, 0);
+    }
+  }
+  graph_.reset();
+  state_ = std::move(grown);
+  if (!step_ids_.defined()) step_ids_ = Tensor::from_vec(std::vector<uint32_t>{0}, {1, 1}, device_);
+}
+
+Tensor DecodeSession::feed(const std::vector<uint32_t>& ids) {
+  if (ids.empty()) throw Error(ErrorKind::InvalidArgument, "DecodeSession::feed: no tokens");
+  reserve_for(pos_ + ids.size());
+  if (ids.size() > 1) {
+    Tensor logits = model_.prefill(Tensor::from_vec(ids, {1, ids.size()}, device_), *state_, pos_);
+    pos_ += ids.size();
+    return logits.squeeze(0);
+  }
+  step_ids_.slice_set(Tensor::from_vec(ids, {1, 1}, device_), 0, 0);
+  state_->pos.slice_set(Tensor::from_vec(std::vector<uint32_t>{static_cast<uint32_t>(pos_)}, {1}, device_), 0,
+                        0);
+  if (!graph_)
+    graph_ = Graph::capture(device_, [this] { step_logits_ = model_.decode_step(step_ids_, *state_); });
+  graph_->replay();
+  ++pos_;
+  return step_logits_.squeeze(0);
 }
 
 namespace {
@@ -86,6 +134,9 @@ class LlamaLM final : public CausalLM {
   Tensor decode_step(const Tensor& ids, StaticDecode& state) override {
     return model_.decode_step(ids, state);
   }
+  Tensor prefill(const Tensor& ids, StaticDecode& state, size_t pos) override {
+    return model_.prefill(ids, state, pos);
+  }
   Tensor forward(const Tensor& ids, size_t index_pos) override {
     return model_.forward(ids, index_pos, cache_);
   }
@@ -109,6 +160,9 @@ class QuantizedLlamaLM final : public CausalLM {
   }
   Tensor decode_step(const Tensor& ids, StaticDecode& state) override {
     return model_.decode_step(ids, state);
+  }
+  Tensor prefill(const Tensor& ids, StaticDecode& state, size_t pos) override {
+    return model_.prefill(ids, state, pos);
   }
   void clear_kv_cache() override { model_.clear_kv_cache(); }
   size_t vocab_size() const override { return model_.vocab_size(); }

@@ -148,6 +148,14 @@ Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> 
   }
 }
 
+void Decoder::check_span(const char* what, size_t pos, size_t t, size_t limit, const char* limit_name) {
+  if (t == 0) throw Error(ErrorKind::InvalidArgument, std::string(what) + ": no input tokens");
+  if (pos + t > limit)
+    throw Error(ErrorKind::InvalidArgument, std::string(what) + ": positions up to " +
+                                                std::to_string(pos + t) + " exceed " + limit_name + " of " +
+                                                std::to_string(limit));
+}
+
 std::pair<Tensor, Tensor> Decoder::rope_tables(size_t set, size_t pos, size_t t, DType dtype) const {
   Tensor c, s;
   if (pos + t <= cos_tables_[set].dim(0)) {
@@ -211,14 +219,15 @@ Tensor Decoder::attention(const DecoderLayer& l, const Tensor& x, size_t index_p
 template <typename Attn>
 Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& tables, Attn&& attn) const {
   const float eps = static_cast<float>(spec_.eps);
+  // each residual add and the norm after it in one op (add_rms_norm): the layer's input norm comes
+  // from the previous layer's last add
+  Tensor h = layers_.empty() ? Tensor() : nn::ops::rms_norm(x, layers_[0].attn_norm, eps);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& l = layers_[i];
     const auto& [cos, sin] = tables[l.rope_set];
-    Tensor h = nn::ops::rms_norm(x, l.attn_norm, eps);
     h = attn(i, l, h, cos, sin);
     if (l.post_attn_norm) h = nn::ops::rms_norm(h, *l.post_attn_norm, eps);
-    x = x + h;
-    h = nn::ops::rms_norm(x, l.ffn_norm, eps);
+    std::tie(x, h) = nn::ops::add_rms_norm(x, h, l.ffn_norm, eps);
     if (l.moe) {
       h = l.moe->forward(h, spec_.gelu_mlp);
     } else {
@@ -235,7 +244,11 @@ Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& t
       h = l.down->forward(spec_.gelu_mlp ? g.gelu() * u : nn::ops::silu_mul(g, u));
     }
     if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
-    x = x + h;
+    if (i + 1 < layers_.size()) {
+      std::tie(x, h) = nn::ops::add_rms_norm(x, h, layers_[i + 1].attn_norm, eps);
+    } else {
+      x = x + h;
+    }
   }
   return x;
 }
@@ -262,11 +275,7 @@ Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvC
     throw Error(ErrorKind::InvalidArgument, "forward: the cache has " + std::to_string(caches->size()) +
                                                 " layers, the model " + std::to_string(layers_.size()));
   const size_t t = ids.dim(1);
-  if (t == 0) throw Error(ErrorKind::InvalidArgument, "forward: no input tokens");
-  if (index_pos + t > spec_.max_seq_len)
-    throw Error(ErrorKind::InvalidArgument, "forward: positions up to " + std::to_string(index_pos + t) +
-                                                " exceed the context length " +
-                                                std::to_string(spec_.max_seq_len));
+  check_span("forward", index_pos, t, spec_.max_seq_len, "the context length");
   Tensor x = embed(ids);
   std::vector<std::pair<Tensor, Tensor>> tables;
   for (size_t set = 0; set < spec_.inv_freqs.size(); ++set)
@@ -281,17 +290,26 @@ Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvC
 }
 
 StaticDecode Decoder::start_static_decode(size_t batch, size_t capacity) const {
-  const size_t table_rows = cos_tables_.empty() ? 0 : cos_tables_[0].dim(0);
-  if (batch == 0 || capacity == 0 || capacity > spec_.max_seq_len || capacity > table_rows)
-    throw Error(ErrorKind::InvalidArgument, "start_static_decode: " + std::to_string(capacity) +
-                                                " positions for " + std::to_string(batch) +
-                                                " rows (the model takes 1.." +
-                                                std::to_string(std::min(spec_.max_seq_len, table_rows)) +
-                                                " positions and at least one row)");
+  if (batch == 0 || capacity == 0 || capacity > spec_.max_seq_len)
+    throw Error(ErrorKind::InvalidArgument,
+                "start_static_decode: " + std::to_string(capacity) + " positions for " +
+                    std::to_string(batch) + " rows (the model takes 1.." + std::to_string(spec_.max_seq_len) +
+                    " positions and at least one row)");
   StaticDecode st;
   st.capacity = capacity;
   const Device& dev = embeddings_.device();
   st.pos = Tensor::from_vec(std::vector<uint32_t>{0}, {1}, dev);
+  // the model's rope tables where they reach (views), else tables of the whole capacity
+  for (size_t set = 0; set < spec_.inv_freqs.size(); ++set) {
+    if (capacity <= cos_tables_[set].dim(0)) {
+      st.cos.push_back(cos_tables_[set].narrow(0, 0, capacity));
+      st.sin.push_back(sin_tables_[set].narrow(0, 0, capacity));
+    } else {
+      auto [c, s] = compute_tables(spec_.inv_freqs[set], 0, capacity, dev);
+      st.cos.push_back(c);
+      st.sin.push_back(s);
+    }
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Shape kv{batch, spec_.kv_heads, capacity, spec_.head_dim};
     st.k.push_back(Tensor::zeros(kv, embeddings_.dtype(), dev));
@@ -300,20 +318,29 @@ StaticDecode Decoder::start_static_decode(size_t batch, size_t capacity) const {
   return st;
 }
 
-Tensor Decoder::decode_step(const Tensor& ids, StaticDecode& st) const {
-  if (ids.rank() != 2 || ids.dim(1) != 1)
-    throw Error(ErrorKind::ShapeMismatch, "decode_step: ids must be [b, 1], got " + ids.shape().to_string());
+void Decoder::check_state(const char* what, const Tensor& ids, const StaticDecode& st) const {
+  if (ids.rank() != 2)
+    throw Error(ErrorKind::ShapeMismatch,
+                std::string(what) + ": ids must be [b, t], got " + ids.shape().to_string());
   if (st.k.size() != layers_.size() || st.v.size() != layers_.size() || st.k.empty() ||
-      st.k[0].dim(0) != ids.dim(0) || st.pos.elem_count() != 1 || st.pos.dtype() != DType::U32)
-    throw Error(ErrorKind::InvalidArgument,
-                "decode_step: the state was not made by start_static_decode for " +
-                    std::to_string(ids.dim(0)) + " rows of this model");
+      st.k[0].dim(0) != ids.dim(0) || st.k[0].dim(2) != st.capacity || st.pos.elem_count() != 1 ||
+      st.pos.dtype() != DType::U32 || st.cos.size() != spec_.inv_freqs.size() ||
+      st.sin.size() != spec_.inv_freqs.size())
+    throw Error(ErrorKind::InvalidArgument, std::string(what) +
+                                                ": the state was not made by start_static_decode for " +
+                                                std::to_string(ids.dim(0)) + " rows of this model");
+}
+
+Tensor Decoder::decode_step(const Tensor& ids, StaticDecode& st) const {
+  check_state("decode_step", ids, st);
+  if (ids.dim(1) != 1)
+    throw Error(ErrorKind::ShapeMismatch, "decode_step: ids must be [b, 1], got " + ids.shape().to_string());
   Tensor x = embed(ids);
   // the rope rows of the position, the key count (pos + 1) and the KV write indices, all on the device
   std::vector<std::pair<Tensor, Tensor>> tables;
   for (size_t set = 0; set < spec_.inv_freqs.size(); ++set)
-    tables.emplace_back(cos_tables_[set].index_select(st.pos, 0).to_dtype(x.dtype()),
-                        sin_tables_[set].index_select(st.pos, 0).to_dtype(x.dtype()));
+    tables.emplace_back(st.cos[set].index_select(st.pos, 0).to_dtype(x.dtype()),
+                        st.sin[set].index_select(st.pos, 0).to_dtype(x.dtype()));
   const Tensor kv_len = st.pos.affine(1.0, 1.0);
   const Shape one{st.k[0].dim(0), spec_.kv_heads, 1, spec_.head_dim};
   const Tensor at = st.pos.reshape({1, 1, 1, 1}).broadcast_as(one).contiguous();
@@ -327,6 +354,28 @@ Tensor Decoder::decode_step(const Tensor& ids, StaticDecode& st) const {
                return attn_out(l, y);
              });
   return logits_of(x).squeeze(1);
+}
+
+Tensor Decoder::prefill(const Tensor& ids, StaticDecode& st, size_t pos) const {
+  check_state("prefill", ids, st);
+  const size_t t = ids.dim(1);
+  check_span("prefill", pos, t, st.capacity, "the state's capacity");
+  Tensor x = embed(ids);
+  std::vector<std::pair<Tensor, Tensor>> tables;
+  for (size_t set = 0; set < spec_.inv_freqs.size(); ++set)
+    tables.emplace_back(st.cos[set].narrow(0, pos, t).to_dtype(x.dtype()),
+                        st.sin[set].narrow(0, pos, t).to_dtype(x.dtype()));
+  x = blocks(std::move(x), tables,
+             [&](size_t i, const DecoderLayer& l, const Tensor& h, const Tensor& cos, const Tensor& sin) {
+               auto [q, k, v] = qkv(l, h, cos, sin);
+               st.k[i].slice_set(k, 2, pos);
+               st.v[i].slice_set(v, 2, pos);
+               Tensor y = nn::ops::scaled_dot_product_attention(q, st.k[i].narrow(2, 0, pos + t),
+                                                                st.v[i].narrow(2, 0, pos + t), attn_scale(),
+                                                                true, l.window, spec_.attn_softcap);
+               return attn_out(l, y);
+             });
+  return logits_of(x.narrow(1, t - 1, 1)).squeeze(1);
 }
 
 }  // namespace candle::models::detail

@@ -76,6 +76,7 @@ class Decoder {
   // CausalLM's static decode (candle/models/causal_lm.h): the state, then one step.
   StaticDecode start_static_decode(size_t batch, size_t capacity) const;
   Tensor decode_step(const Tensor& ids, StaticDecode& state) const;
+  Tensor prefill(const Tensor& ids, StaticDecode& state, size_t pos) const;
   const DecoderSpec& spec() const { return spec_; }
   size_t num_layers() const { return layers_.size(); }
   size_t vocab_size() const { return embeddings_.dim(0); }
@@ -94,6 +95,10 @@ class Decoder {
   template <typename Attn>
   Tensor blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& tables, Attn&& attn) const;
   Tensor logits_of(Tensor x) const;
+  // Error(InvalidArgument) unless 1 <= t and pos + t <= limit (`limit_name`: what the limit is)
+  static void check_span(const char* what, size_t pos, size_t t, size_t limit, const char* limit_name);
+  // Error(InvalidArgument) unless `st` was made by start_static_decode for `ids`' rows
+  void check_state(const char* what, const Tensor& ids, const StaticDecode& st) const;
   Tensor embed(const Tensor& ids) const;
   double attn_scale() const;
   DecoderSpec spec_;

@@ -486,6 +486,10 @@ Tensor Llama::decode_step(const Tensor& ids, StaticDecode& state) const {
   return impl_->decoder.decode_step(ids, state);
 }
 
+Tensor Llama::prefill(const Tensor& ids, StaticDecode& state, size_t pos) const {
+  return impl_->decoder.prefill(ids, state, pos);
+}
+
 const LlamaConfig& Llama::config() const { return impl_->cfg; }
 
 }  // namespace candle::models::llama

@@ -203,6 +203,10 @@ Tensor ModelWeights::decode_step(const Tensor& ids, StaticDecode& state) const {
   return impl_->decoder.decode_step(ids, state);
 }
 
+Tensor ModelWeights::prefill(const Tensor& ids, StaticDecode& state, size_t pos) const {
+  return impl_->decoder.prefill(ids, state, pos);
+}
+
 void ModelWeights::clear_kv_cache() {
   for (auto& c : impl_->caches) c.reset();
 }

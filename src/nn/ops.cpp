@@ -125,6 +125,30 @@ Tensor rms_norm(const Tensor& xs, const Tensor& alpha, float eps) {
                              detail::FusedOp2("rms-norm", kernel, [&] { return rms_norm_slow(xs, a, eps); }));
 }
 
+std::pair<Tensor, Tensor> add_rms_norm(const Tensor& xs, const Tensor& h, const Tensor& alpha, float eps) {
+  if (xs.shape() != h.shape() || xs.dtype() != h.dtype())
+    throw Error(ErrorKind::ShapeMismatch,
+                "add_rms_norm: xs " + xs.shape().to_string() + " " + std::string(dtype_name(xs.dtype())) +
+                    " and h " + h.shape().to_string() + " " + std::string(dtype_name(h.dtype())) + " differ");
+  check_norm_args(xs, alpha, nullptr, "add_rms_norm");
+  if (any_tracked({&xs, &h, &alpha})) {
+    Tensor s = xs + h;
+    return {s, rms_norm(s, alpha, eps)};
+  }
+  Tensor a = detail::in_dtype(alpha, xs.dtype());
+  auto kernel = [eps](const BackendStorage& s, const Layout& l, const BackendStorage& sh, const Layout& lh,
+                      const BackendStorage& sa,
+                      const Layout& la) { return s.add_rms_norm(l, sh, lh, sa, la, eps); };
+  auto composed = [&] {
+    Tensor s = xs + h;
+    return Tensor::stack({s, rms_norm(s, a, eps)}, 0);
+  };
+  std::vector<size_t> dims{2};
+  dims.insert(dims.end(), xs.dims().begin(), xs.dims().end());
+  Tensor both = xs.apply_op3_no_bwd(h, a, detail::FusedOp3("add-rms-norm", kernel, composed, Shape(dims)));
+  return {both.get(0), both.get(1)};
+}
+
 Tensor layer_norm_slow(const Tensor& xs, const Tensor& alpha, const Tensor& beta, float eps) {
   check_norm_args(xs, alpha, &beta, "layer_norm");
   DType dt = xs.dtype();

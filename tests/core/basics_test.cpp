@@ -234,3 +234,27 @@ TEST(CpuAllocator, LimitCanBeChanged) {
   set_cpu_cache_limit(before);
   EXPECT_EQ(cpu_cache_limit(), before);
 }
+
+// candle::Graph on a device that records no graphs (the CPU): capture() keeps the work without
+// running it, each replay() runs it, so the outputs it assigns follow the inputs written in place.
+TEST(Graph, WithoutRecordingReplayRunsTheWork) {
+  auto dev = Device::cpu();
+  EXPECT_FALSE(dev.records_graphs());
+  Tensor x = Tensor::from_vec(std::vector<float>{1, 2, 3}, {3}, dev), out;
+  int runs = 0;
+  Graph g = Graph::capture(dev, [&] {
+    ++runs;
+    out = (x * 2.0) + 1.0;
+  });
+  EXPECT_FALSE(g.recorded());
+  EXPECT_EQ(g.nodes(), 0u);
+  EXPECT_EQ(runs, 0);
+  g.replay();
+  EXPECT_EQ(out.to_vec1<float>(), (std::vector<float>{3, 5, 7}));
+  x.slice_set(Tensor::from_vec(std::vector<float>{10}, {1}, dev), 0, 1);
+  g.replay();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(out.to_vec1<float>(), (std::vector<float>{3, 21, 7}));
+  EXPECT_THROW(Graph::capture(dev, nullptr), Error);
+  EXPECT_THROW(Graph().replay(), Error);
+}

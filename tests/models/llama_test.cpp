@@ -234,6 +234,55 @@ TEST(CausalLM, StaticDecodeEqualsTheCachedForward) {
   }
 }
 
+// models::DecodeSession (what candle-llm decodes with): the prompt by prefill, each token by the
+// step recorded as a candle::Graph (run eagerly on the CPU), the state growing from 4 positions to 6,
+// 12 and 24 on the way (keys and values copied over, the step recorded again): the cached forward's
+// logits bit for bit, for a GGUF model (q8_0) and the safetensors one (rope over halves), a second
+// turn of several tokens after decode steps included; after reset() the same again; text past the
+// context length an Error that leaves the session as it was.
+TEST(CausalLM, DecodeSessionEqualsTheCachedForward) {
+  TempDir dir;
+  const std::string gguf = make_gguf(dir.path, "q8_0", 15, "--ctx 40");
+  if (gguf.empty()) GTEST_SKIP() << "candle-make-random-llama is not built";
+  fs::path hf = dir.path / "hf";
+  fs::create_directory(hf);
+  write_hf_folder(make_gguf(dir.path, "f32", 16, "--ctx 40"), hf);
+  for (const std::string& path : {gguf, hf.string()}) {
+    auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
+    ASSERT_EQ(lm->max_seq_len(), 40u) << path;
+    models::DecodeSession sess(*lm, Device::cpu(), 4);
+    const std::vector<uint32_t> prompt{1, 100, 200, 42, 17, 260}, turn{7, 8, 9};
+    auto vec = [](const Tensor& t) { return t.flatten_all().to_vec1<float>(); };
+    for (int round = 0; round < 2; ++round) {
+      lm->clear_kv_cache();
+      Tensor got = sess.feed(prompt);
+      ASSERT_EQ(got.dims(), (std::vector<size_t>{lm->vocab_size()})) << path;
+      EXPECT_EQ(vec(got), vec(lm->forward(ids_tensor(prompt), 0))) << path << " prompt";
+      EXPECT_EQ(sess.capacity(), round == 0 ? 6u : 24u) << path;
+      size_t pos = prompt.size();
+      for (size_t i = 0; i < 12; ++i, ++pos) {
+        const uint32_t tok = static_cast<uint32_t>((37 * i + 11) % lm->vocab_size());
+        got = sess.feed({tok});
+        EXPECT_EQ(vec(got), vec(lm->forward(ids_tensor({tok}), pos))) << path << " position " << pos;
+      }
+      got = sess.feed(turn);
+      EXPECT_EQ(vec(got), vec(lm->forward(ids_tensor(turn), pos))) << path << " second turn";
+      pos += turn.size();
+      got = sess.feed({5});
+      EXPECT_EQ(vec(got), vec(lm->forward(ids_tensor({5}), pos))) << path << " after the second turn";
+      EXPECT_EQ(sess.pos(), pos + 1);
+      EXPECT_EQ(sess.capacity(), 24u) << path;
+      EXPECT_FALSE(sess.recorded()) << "the CPU records no graphs";
+      const std::vector<uint32_t> too_long(40 - sess.pos() + 1, 3u);
+      EXPECT_THROW(sess.feed(too_long), Error);
+      EXPECT_EQ(sess.pos(), pos + 1);
+      sess.reset();
+      EXPECT_EQ(sess.pos(), 0u);
+    }
+    EXPECT_THROW(sess.feed({}), Error);
+  }
+}
+
 // q|k|v and gate|up stacked (CANDLE_STACK_PROJECTIONS=1; GPUs do it by default) for q8_0 and
 // q4_k_m weights (whose q|k|v types differ in some layers, which then stay apart): the same
 // forward logits as the separate projections, and the static decode of the stacked model (one

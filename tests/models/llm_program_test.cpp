@@ -53,6 +53,32 @@ TEST_F(LlmProgram, GreedyGenerationIsReproducibleAndReportsSpeed) {
   EXPECT_EQ(a.out, b.out);
 }
 
+// --decode graph (models::DecodeSession: prefill, then the recorded step, run eagerly on the CPU)
+// prints what --decode cache prints, for one prompt and for a chat of two turns (the second fed
+// after the first's answer); the program says which decode it took.
+TEST_F(LlmProgram, GraphDecodeGivesTheCachedForwardsText) {
+  for (const std::string mode : {"cache", "graph"}) {
+    const auto r =
+        llm_run("--model " + gguf + " --prompt 'ab ba' --temperature 0 --max-tokens 24 --decode " + mode);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("decode: " + mode), std::string::npos) << r.err;
+  }
+  const std::string args = "--model " + gguf + " --prompt 'ab ba' --temperature 0 --max-tokens 24 --quiet";
+  const auto cache = llm_run(args + " --decode cache"), graph = llm_run(args + " --decode graph");
+  ASSERT_EQ(graph.rc, 0) << graph.err;
+  EXPECT_EQ(graph.out, cache.out);
+  auto chat = [&](const std::string& mode) {
+    return run("printf 'ab\\nba ab\\n\\n' | " + llm.string() + " --model " + gguf +
+                   " --chat --temperature 0 --max-tokens 6 --decode " + mode,
+               /*keep_stdout=*/true);
+  };
+  const auto c1 = chat("cache"), c2 = chat("graph");
+  ASSERT_EQ(c2.rc, 0) << c2.err;
+  EXPECT_EQ(c2.out, c1.out);
+  EXPECT_FALSE(c2.out.empty());
+  EXPECT_NE(llm_run("--model " + gguf + " --decode fast").rc, 0) << "an unknown --decode is an error";
+}
+
 TEST_F(LlmProgram, SeededSamplingIsReproducible) {
   const std::string args = "--model " + gguf +
                            " --prompt ab --max-tokens 16 --temperature 1.5 --top-k 0 --top-p 1 "

@@ -346,3 +346,27 @@ TEST(NnOps, SwigluAndLeakyRelu) {
   EXPECT_EQ(nn::ops::leaky_relu(x, 0.1).to_vec1<float>(), (std::vector<float>{1.f, -0.2f, 3.f, 4.f}));
   EXPECT_THROW(nn::ops::swiglu(Tensor::ones({3}, DType::F32, Device::cpu())), Error);
 }
+
+// add_rms_norm: {x + h, rms_norm(x + h)} bit for bit on the CPU (no kernel there: the composed
+// ops), with h a strided view and x of 3 dims; under autograd the gradient of a loss on both
+// outputs reaches x, h and alpha as the composed ops give it; mismatched shapes are an Error.
+TEST(NnOps, AddRmsNormIsTheAddThenTheNorm) {
+  Device cpu = Device::cpu();
+  cpu.set_seed(21);
+  Tensor x = Tensor::randn(0.f, 2.f, {2, 3, 16}, cpu), hh = Tensor::randn(0.f, 1.f, {2, 3, 32}, cpu);
+  Tensor h = hh.narrow(2, 8, 16), alpha = Tensor::randn(1.f, 0.2f, {16}, cpu);
+  auto [s, n] = nn::ops::add_rms_norm(x, h, alpha, 1e-5f);
+  EXPECT_EQ(s.dims(), x.dims());
+  EXPECT_EQ(s.flatten_all().to_vec1<float>(), (x + h).flatten_all().to_vec1<float>());
+  EXPECT_EQ(n.flatten_all().to_vec1<float>(),
+            nn::ops::rms_norm(x + h, alpha, 1e-5f).flatten_all().to_vec1<float>());
+  Var vx = Var::from_tensor(x), vh = Var::from_tensor(h), va = Var::from_tensor(alpha);
+  auto [ts, tn] = nn::ops::add_rms_norm(vx.as_tensor(), vh.as_tensor(), va.as_tensor(), 1e-5f);
+  auto grads = (ts.sum_all() + (tn * tn).sum_all()).backward();
+  const Tensor ws = vx.as_tensor() + vh.as_tensor();
+  auto want = (ws.sum_all() + nn::ops::rms_norm_slow(ws, va.as_tensor(), 1e-5f).sqr().sum_all()).backward();
+  for (const Var* v : {&vx, &vh, &va})
+    expect_near_vec(grads.get(v->as_tensor())->flatten_all().to_vec1<float>(),
+                    want.get(v->as_tensor())->flatten_all().to_vec1<float>(), 1e-5f);
+  EXPECT_THROW(nn::ops::add_rms_norm(x, x.narrow(2, 0, 8), alpha, 1e-5f), Error);
+}

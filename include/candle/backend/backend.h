@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,16 @@ class BackendStorage;
 class CpuStorage;
 using StoragePtr = std::shared_ptr<BackendStorage>;
 
+// A device's work recorded once and replayed with one submission (candle::Graph).
+class BackendGraph {
+ public:
+  virtual ~BackendGraph() = default;
+  // Queues the recorded work on the device (asynchronous, like any op).
+  virtual void replay() const = 0;
+  // Kernels and library calls recorded.
+  virtual size_t nodes() const = 0;
+};
+
 class BackendDevice {
  public:
   virtual ~BackendDevice() = default;
@@ -127,6 +138,11 @@ class BackendDevice {
   virtual void synchronize() {}
   // Free / total tensor memory (Device::memory()). Default: unknown (zeros).
   virtual DeviceMemory memory() const { return {}; }
+  // Records `work` (candle::Graph::capture gives the contract); nullptr: this device records no
+  // graphs, and candle::Graph then runs the work at each replay instead. Default: nullptr.
+  virtual std::unique_ptr<BackendGraph> capture_graph(const std::function<void()>& work);
+  // Whether capture_graph records (a caller may choose a graph-friendly path only then).
+  virtual bool records_graphs() const { return false; }
 };
 
 class BackendStorage {
@@ -261,6 +277,11 @@ class BackendStorage {
   // xs [..., d], alpha [d]: x / sqrt(mean(x^2) + eps) * alpha.
   virtual StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                               float eps) const;
+  // xs [..., d] (this) and h of its shape, alpha [d]: s = xs + h (rounded to the dtype, as the add
+  // rounds it) and rms_norm(s), as one storage [2, ...]: s, then the normed rows (a transformer's
+  // residual add and the next norm in one kernel).
+  virtual StoragePtr add_rms_norm(const Layout& l, const BackendStorage& h, const Layout& h_l,
+                                  const BackendStorage& alpha, const Layout& alpha_l, float eps) const;
   // xs [..., d], alpha/beta [d]: (x - mean) / sqrt(var + eps) * alpha + beta (biased variance).
   virtual StoragePtr layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                                 const BackendStorage& beta, const Layout& beta_l, float eps) const;

@@ -3,23 +3,27 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "candle/device.h"
 #include "candle/dtype.h"
+#include "candle/graph.h"
 #include "candle/quantized/gguf_file.h"
 #include "candle/tensor.h"
 
 namespace candle::models {
 
-// A decode whose device work does not depend on the position, so that cuda::Graph can record
+// A decode whose device work does not depend on the position, so that candle::Graph can record
 // one step and replay it for every token: the KV buffers of the whole capacity allocated ahead
-// (zeros), the position a device tensor. Made by CausalLM::start_static_decode.
+// (zeros), the position a device tensor. Made by CausalLM::start_static_decode; the prompt goes in
+// with CausalLM::prefill, the tokens after it with decode_step (DecodeSession does both).
 struct StaticDecode {
-  Tensor pos;                // u32 [1] on the model's device: the next token's position (write it,
-                             // e.g. with slice_set, before each step: decode_step does not advance it)
-  std::vector<Tensor> k, v;  // per layer [batch, kv heads, capacity, head dim]
+  Tensor pos;                    // u32 [1] on the model's device: the next token's position (write it,
+                                 // e.g. with slice_set, before each step: decode_step does not advance it)
+  std::vector<Tensor> k, v;      // per layer [batch, kv heads, capacity, head dim]
+  std::vector<Tensor> cos, sin;  // per rope frequency set [capacity, rotary dims / 2] f32
   size_t capacity = 0;
 };
 
@@ -29,6 +33,10 @@ class CausalLM {
   // A StaticDecode of `batch` rows and `capacity` positions (<= max_seq_len()), at position 0;
   // Error(UnsupportedOp) for a model without one. Independent of forward()'s KV cache.
   virtual StaticDecode start_static_decode(size_t batch, size_t capacity);
+  // ids [batch, t] u32 at positions pos..pos+t-1 of `state` (a prompt, or the next turn of a
+  // chat): their keys and values written there, attending to positions 0..pos+t-1; the last
+  // position's logits [batch, vocab] f32, the same as forward()'s. state.pos is not touched.
+  virtual Tensor prefill(const Tensor& ids, StaticDecode& state, size_t pos);
   // One token per row, ids [batch, 1] u32 on the model's device, at state.pos: its keys and values
   // written there, attending to positions 0..pos; the logits [batch, vocab] f32. Every op reads the
   // position from device tensors (the rope rows by index_select, the KV writes by scatter_set,
@@ -51,5 +59,36 @@ class CausalLM {
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& device, DType dtype);
 // The same from a GGUF already read (a caller that also wants its tokenizer reads the file once).
 std::unique_ptr<CausalLM> load_causal_lm(const quantized::gguf_file::Content& gguf, const Device& device);
+
+// One sequence's generation through the static decode: the prompt by prefill, then each token by a
+// decode step recorded once as a candle::Graph and replayed (a CUDA graph on CUDA: one launch per
+// token; on devices that record no graphs the same step runs eagerly, giving forward()'s logits).
+// The state holds `reserve` positions at first and doubles (up to the context length) when the
+// text outgrows it: the keys and values are copied over and the step recorded again.
+class DecodeSession {
+ public:
+  DecodeSession(CausalLM& model, const Device& device, size_t reserve = 512);
+  // Feeds `ids` after what the session holds: the last one's logits [vocab] f32. A single token
+  // goes through the recorded step (its logits tensor is rewritten by the next feed: read it
+  // first), several through prefill. Error(InvalidArgument) past the context length.
+  Tensor feed(const std::vector<uint32_t>& ids);
+  size_t pos() const { return pos_; }
+  size_t capacity() const { return state_ ? state_->capacity : 0; }
+  // Forgets the text (the buffers are kept).
+  void reset() { pos_ = 0; }
+  // Whether the decode step is a recorded graph (Device::records_graphs), and its node count.
+  bool recorded() const { return graph_ && graph_->recorded(); }
+  size_t graph_nodes() const { return graph_ ? graph_->nodes() : 0; }
+
+ private:
+  void reserve_for(size_t positions);
+  CausalLM& model_;
+  Device device_;
+  size_t reserve_;
+  std::optional<StaticDecode> state_;
+  Tensor step_ids_, step_logits_;
+  std::optional<Graph> graph_;
+  size_t pos_ = 0;
+};
 
 }  // namespace candle::models

@@ -112,9 +112,10 @@ class Llama {
   // [b, t] from position 0 without a cache: logits [b, t, vocab] f32. Works under autograd
   // (a VarMap-backed VarBuilder gives trainable weights).
   Tensor forward_all(const Tensor& input_ids) const;
-  // The position-independent decode (CausalLM::start_static_decode / decode_step).
+  // The position-independent decode (CausalLM::start_static_decode / prefill / decode_step).
   StaticDecode start_static_decode(size_t batch, size_t capacity) const;
   Tensor decode_step(const Tensor& ids, StaticDecode& state) const;
+  Tensor prefill(const Tensor& ids, StaticDecode& state, size_t pos) const;
   const LlamaConfig& config() const;
 
   struct Impl;

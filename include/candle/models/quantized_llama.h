@@ -28,9 +28,10 @@ class ModelWeights {
   // position's logits [b, vocab] f32.
   Tensor forward(const Tensor& x, size_t index_pos);
   void clear_kv_cache();
-  // The position-independent decode (CausalLM::start_static_decode / decode_step).
+  // The position-independent decode (CausalLM::start_static_decode / prefill / decode_step).
   StaticDecode start_static_decode(size_t batch, size_t capacity) const;
   Tensor decode_step(const Tensor& ids, StaticDecode& state) const;
+  Tensor prefill(const Tensor& ids, StaticDecode& state, size_t pos) const;
   size_t vocab_size() const;
   size_t max_seq_len() const;
   const std::string& architecture() const;

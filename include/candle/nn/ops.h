@@ -1,6 +1,8 @@
 // candle_nn::ops: softmax, norms, activations, dropout, pixel shuffle, padding.
 #pragma once
 
+#include <utility>
+
 #include "candle/nn/module.h"
 #include "candle/tensor.h"
 
@@ -24,6 +26,9 @@ Tensor hard_sigmoid(const Tensor& xs);
 Tensor leaky_relu(const Tensor& xs, double negative_slope);
 // x / sqrt(mean(x^2) + eps) * alpha over the last dim (alpha: [last dim]); fused on the CPU.
 Tensor rms_norm(const Tensor& xs, const Tensor& alpha, float eps);
+// A transformer's residual add and the norm after it: {xs + h, rms_norm(xs + h, alpha, eps)}, the
+// composed ops' values; one kernel where the device has one (CUDA).
+std::pair<Tensor, Tensor> add_rms_norm(const Tensor& xs, const Tensor& h, const Tensor& alpha, float eps);
 // The same with tensor ops (what rms_norm runs off the CPU or under autograd).
 Tensor rms_norm_slow(const Tensor& xs, const Tensor& alpha, float eps);
 // (x - mean) / sqrt(var + eps) * alpha + beta over the last dim; fused on the CPU.
