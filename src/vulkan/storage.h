@@ -113,6 +113,11 @@ class VulkanStorage final : public BackendStorage {
   StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
                   const BackendStorage& sin, const Layout& sin_l) const override;
 
+  // GGML quantized blocks (ops_quant.cpp; nullptr: no kernel for the type)
+  StoragePtr qmatmul(const Layout& blocks_l, const BackendStorage& x, const Layout& x_l, uint32_t ggml_type,
+                     size_t n, size_t k) const override;
+  StoragePtr qdequantize(const Layout& blocks_l, uint32_t ggml_type, size_t elems, DType out) const override;
+
  private:
   std::shared_ptr<VulkanDevice> dev_;
   DType dtype_;
