@@ -14,6 +14,10 @@ using namespace nn;
 constexpr int64_t kWarpRowMax = 1024;
 constexpr int kRowsPerBlock = 8;
 constexpr int kCache = 8;  // rms_norm: row elements a thread keeps in registers
+// The most threads a row's block has: the rms_norm kernels' registers for a cached row do not fit
+// 1024 threads a block (cudaErrorLaunchOutOfResources for rows past 8192 elements), and
+// __launch_bounds__ holds every row kernel to what 512 threads may use.
+constexpr int kMaxThreads = 512;
 
 // The sum (max when `is_max`) of v over the threads of a row: the warp (kWarp) or the block.
 template <bool kWarp, bool is_max, typename C>
@@ -33,9 +37,9 @@ __device__ __forceinline__ C reduce_row(C v, C* red) {
 }
 
 template <typename S, RowOp OP, bool kWarp>
-__global__ void row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, int64_t rs,
-                           const S* __restrict__ a, int64_t as, const S* __restrict__ b, int64_t bs,
-                           float eps, S* __restrict__ y) {
+__global__ void __launch_bounds__(kMaxThreads)
+    row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, int64_t rs, const S* __restrict__ a,
+               int64_t as, const S* __restrict__ b, int64_t bs, float eps, S* __restrict__ y) {
   using C = compute_t<S>;
   __shared__ C red[32];
   const int64_t lane = kWarp ? (threadIdx.x & 31) : threadIdx.x;
@@ -143,8 +147,8 @@ cudaError_t launch_rows(const S* x, int64_t n_rows, int64_t d, int64_t rs, const
     row_kernel<S, OP, true>
         <<<static_cast<unsigned>(blocks), 32 * kRowsPerBlock, 0, s>>>(x, n_rows, d, rs, a, as, b, bs, eps, y);
   } else {
-    int threads = 128;  // about 8 elements a thread, 128..1024 threads
-    while (threads < 1024 && int64_t(threads) * 8 < d) threads *= 2;
+    int threads = 128;  // about 8 elements a thread, 128..kMaxThreads threads
+    while (threads < kMaxThreads && int64_t(threads) * 8 < d) threads *= 2;
     const int64_t blocks = n_rows > kMaxGrid ? kMaxGrid : (n_rows < 1 ? 1 : n_rows);
     row_kernel<S, OP, false>
         <<<static_cast<unsigned>(blocks), threads, 0, s>>>(x, n_rows, d, rs, a, as, b, bs, eps, y);
