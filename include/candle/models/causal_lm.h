@@ -68,6 +68,9 @@ std::unique_ptr<CausalLM> load_causal_lm(const quantized::gguf_file::Content& gg
 class DecodeSession {
  public:
   DecodeSession(CausalLM& model, const Device& device, size_t reserve = 512);
+  // (the recorded step refers to this object: it stays where it was made)
+  DecodeSession(const DecodeSession&) = delete;
+  DecodeSession& operator=(const DecodeSession&) = delete;
   // Feeds `ids` after what the session holds: the last one's logits [vocab] f32. A single token
   // goes through the recorded step (its logits tensor is rewritten by the next feed: read it
   // first), several through prefill. Error(InvalidArgument) past the context length.
