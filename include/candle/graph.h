@@ -34,6 +34,10 @@ class Graph {
   bool recorded() const { return recorded_ != nullptr; }
   // Kernels and library calls recorded (0 when not recorded).
   size_t nodes() const;
+  // Whether the calling thread is inside the work of a capture() that records. Such work runs once
+  // on the host and its device values are never seen there: code that would read them (an MoE
+  // router choosing experts on the host) takes a device-only path instead.
+  static bool recording();
 
  private:
   std::shared_ptr<const BackendGraph> recorded_;

@@ -8,6 +8,15 @@ namespace candle {
 
 std::unique_ptr<BackendGraph> BackendDevice::capture_graph(const std::function<void()>&) { return nullptr; }
 
+namespace {
+thread_local int recording_depth = 0;
+}  // namespace
+
+GraphRecordingScope::GraphRecordingScope() { ++recording_depth; }
+GraphRecordingScope::~GraphRecordingScope() { --recording_depth; }
+
+bool Graph::recording() { return recording_depth > 0; }
+
 Graph Graph::capture(const Device& dev, std::function<void()> work) {
   if (!work) throw Error(ErrorKind::InvalidArgument, "Graph::capture: no work given");
   Graph g;

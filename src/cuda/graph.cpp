@@ -25,6 +25,7 @@ Graph Graph::capture(const Device& dev, const std::function<void()>& work) {
   auto impl = std::make_shared<Impl>();
   impl->ctx = cd->ctx_ptr();
   cuda_backend::Context& ctx = *impl->ctx;
+  const GraphRecordingScope recording;  // both runs take the paths a recording needs (Graph::recording)
   // the run that fills the allocator's cache with every block size the work takes
   work();
   ctx.synchronize();

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "candle/graph.h"
 #include "candle/nn/attention.h"
 #include "candle/nn/ops.h"
 #include "candle/nn/rotary_emb.h"
@@ -95,6 +96,15 @@ std::optional<Proj> Proj::stack(const std::vector<const Proj*>& parts) {
   return Proj{nn::Linear(Tensor::cat(ws, 0), bias()), std::nullopt};
 }
 
+namespace {
+// CANDLE_MOE_DEVICE_ROUTING=1 routes every MoE layer on the device (see MoeMlp::forward); by default
+// only inside a recorded graph
+bool moe_device_routing() {
+  const char* e = std::getenv("CANDLE_MOE_DEVICE_ROUTING");
+  return Graph::recording() || (e && *e && std::string(e) != "0");
+}
+}  // namespace
+
 Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {
   const size_t hidden = xs.dims().back(), n = xs.elem_count() / hidden, experts = gate.size();
   Tensor x = xs.reshape({n, hidden});
@@ -102,8 +112,26 @@ Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {
   Tensor top = probs.arg_sort_last_dim(false).narrow(1, 0, top_k).contiguous();      // [n, k] u32
   Tensor weights = probs.gather(top, 1);                                             // [n, k]
   if (norm_topk) weights = weights.broadcast_div(weights.sum_keepdim(1));
-  const std::vector<uint32_t> chosen = top.flatten_all().to_vec1<uint32_t>();
+  auto expert = [&](size_t e, const Tensor& xe) {
+    Tensor g = gate[e].forward(xe);
+    return down[e].forward(gelu ? g.gelu() * up[e].forward(xe) : nn::ops::silu_mul(g, up[e].forward(xe)));
+  };
   Tensor out = x.zeros_like();
+  if (moe_device_routing()) {
+    // The choice stays on the device (a recorded decode step replays with other tokens, so no
+    // choice can be read on the host): every expert runs on every token and adds its output where
+    // it was chosen. The chosen experts' terms are added in the same order as below, and x + 0 = x,
+    // so the values equal the host-routed path's; unchosen outputs are masked, not multiplied by 0.
+    for (size_t e = 0; e < experts; ++e) {
+      Tensor chosen = top.eq(Scalar(static_cast<uint32_t>(e))).to_dtype(DType::F32);  // [n, k]
+      Tensor w = (weights * chosen).sum_keepdim(1);                                    // [n, 1]
+      Tensor ye = expert(e, x);
+      Tensor picked = chosen.sum_keepdim(1).gt(Scalar(0.0f)).broadcast_as(ye.shape());
+      out = out + picked.where_cond(ye.broadcast_mul(w.to_dtype(ye.dtype())), ye.zeros_like());
+    }
+    return out.reshape(xs.shape());
+  }
+  const std::vector<uint32_t> chosen = top.flatten_all().to_vec1<uint32_t>();
   for (size_t e = 0; e < experts; ++e) {
     std::vector<uint32_t> rows;
     for (size_t i = 0; i < n; ++i)
@@ -113,10 +141,7 @@ Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {
     Tensor ids = Tensor::from_vec(rows, {rows.size()}, xs.device());
     // the expert's weight for each of its tokens: the matching top-k entry
     Tensor w = (weights * top.eq(Scalar(static_cast<uint32_t>(e))).to_dtype(DType::F32)).sum_keepdim(1);
-    Tensor xe = x.index_select(ids, 0);
-    Tensor g = gate[e].forward(xe);
-    Tensor ye =
-        down[e].forward(gelu ? g.gelu() * up[e].forward(xe) : nn::ops::silu_mul(g, up[e].forward(xe)));
+    Tensor ye = expert(e, x.index_select(ids, 0));
     ye = ye.broadcast_mul(w.index_select(ids, 0).to_dtype(ye.dtype()));
     out = out.index_add(ids, ye, 0);
   }

@@ -244,6 +244,7 @@ TEST(Graph, WithoutRecordingReplayRunsTheWork) {
   int runs = 0;
   Graph g = Graph::capture(dev, [&] {
     ++runs;
+    EXPECT_FALSE(Graph::recording()) << "the CPU records nothing";
     out = (x * 2.0) + 1.0;
   });
   EXPECT_FALSE(g.recorded());

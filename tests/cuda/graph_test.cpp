@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "candle/cuda.h"
+#include "candle/graph.h"
 #include "candle/nn/ops.h"
 #include "cuda_device.h"
 
@@ -29,7 +30,15 @@ TEST(CudaGraph, ReplaysGiveTheResultsOfTheNewInputs) {
   Tensor w = Tensor::randn(0.f, 0.5f, {64, 48}, cpu).to_device(dev);
   Tensor x = Tensor::randn(0.f, 1.f, {4, 64}, cpu).to_device(dev);
   Tensor out;
-  cuda::Graph g = cuda::Graph::capture(dev, [&] { out = step(x, w); });
+  int runs = 0, recording = 0;
+  EXPECT_FALSE(Graph::recording());
+  cuda::Graph g = cuda::Graph::capture(dev, [&] {
+    ++runs;
+    recording += Graph::recording() ? 1 : 0;
+    out = step(x, w);
+  });
+  EXPECT_EQ(recording, runs) << "Graph::recording() inside every run of the work the capture makes";
+  EXPECT_FALSE(Graph::recording());
   EXPECT_GE(g.nodes(), 4u);
   for (int r = 0; r < 3; ++r) {
     Tensor next = Tensor::randn(0.f, 1.f, {4, 64}, cpu);

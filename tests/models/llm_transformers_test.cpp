@@ -115,6 +115,35 @@ TEST_P(Transformers, StackedProjectionsGiveTheSameLogits) {
         << family << (i + 1 == apart.size() ? ": batched prompt" : ": position " + std::to_string(i));
 }
 
+// The MoE families routed on the device (what a recorded decode step does, forced here on the CPU
+// by CANDLE_MOE_DEVICE_ROUTING=1: every expert on every token, masked): the host-routed logits,
+// token by token bit for bit (one row: the same matmuls, the chosen terms added in the same order)
+// and for the batched prompt within 1e-5.
+TEST(MoeRouting, OnTheDeviceGivesTheHostRoutedLogits) {
+  for (const std::string family : {"mixtral", "qwen3_moe"}) {
+    Expected e = expected(family);
+    auto logits = [&](bool on_device) {
+      if (on_device) ::setenv("CANDLE_MOE_DEVICE_ROUTING", "1", 1);
+      auto lm = models::load_causal_lm(dir(family), Device::cpu(), DType::F32);
+      std::vector<Tensor> out;
+      for (size_t p = 0; p < e.prompt.size(); ++p) out.push_back(lm->forward(ids({e.prompt[p]}), p));
+      lm->clear_kv_cache();
+      out.push_back(lm->forward(ids(e.prompt), 0));
+      ::unsetenv("CANDLE_MOE_DEVICE_ROUTING");
+      return out;
+    };
+    const std::vector<Tensor> host = logits(false), device = logits(true);
+    ASSERT_EQ(host.size(), device.size());
+    for (size_t i = 0; i < host.size(); ++i) {
+      const float d = (host[i] - device[i]).abs().flatten_all().max(0).to_scalar<float>();
+      if (i + 1 < host.size())
+        EXPECT_EQ(d, 0.0f) << family << ": position " << i;
+      else
+        EXPECT_LT(d, 1e-5f) << family << ": batched prompt";
+    }
+  }
+}
+
 constexpr float kExact = 2e-5f, kF16Rope = 5e-3f;
 INSTANTIATE_TEST_SUITE_P(Llm, Transformers,
                          ::testing::Values(Family{"llama", kF16Rope}, Family{"llama3", kF16Rope},

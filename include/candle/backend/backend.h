@@ -105,6 +105,16 @@ class BackendStorage;
 class CpuStorage;
 using StoragePtr = std::shared_ptr<BackendStorage>;
 
+// Held by a backend while it records a graph (capture_graph, cuda::Graph::capture), around every
+// run of the work it makes: candle::Graph::recording() is then true on the calling thread.
+class GraphRecordingScope {
+ public:
+  GraphRecordingScope();
+  ~GraphRecordingScope();
+  GraphRecordingScope(const GraphRecordingScope&) = delete;
+  GraphRecordingScope& operator=(const GraphRecordingScope&) = delete;
+};
+
 // A device's work recorded once and replayed with one submission (candle::Graph).
 class BackendGraph {
  public:

@@ -30,7 +30,7 @@
 // BackendDevice / BackendStorage and the types they take (backend.h, cpu_storage.h), and the
 // entry points here. Bump it with every change to that interface, however small: a plugin
 // built for another number is refused instead of calling through a stale vtable.
-#define CANDLE_BACKEND_ABI_VERSION 6
+#define CANDLE_BACKEND_ABI_VERSION 7
 
 namespace candle {
 
