@@ -170,7 +170,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "llm_speed: %.1f CUDA launches per generated token\n",
                      static_cast<double>(candle::cuda::stats().launches - launches0) /
                          static_cast<double>(n * static_cast<size_t>(reps)));
-      if (graph) std::fprintf(stderr, "llm_speed: the decode graph holds %zu nodes\n", graph->nodes());
+      if (graph)
+        std::fprintf(stderr, "llm_speed: the decode graph holds %zu nodes, %zu programmatic edges\n",
+                     graph->nodes(), graph->programmatic_edges());
 #endif
     }
     // ops that left the device (a GPU backend without a kernel for them): each is a CPU round-trip

@@ -53,6 +53,9 @@ struct Stats {
   uint64_t bytes_uploaded = 0, bytes_downloaded = 0;
 };
 Stats stats();
+// The device's compute capability as major * 10 + minor (90 for an H100 / H200); throws
+// Error(Device) for a device that is not a CUDA one.
+int compute_capability(const Device& dev);
 void reset_stats();
 
 // Frees the blocks the allocator keeps for reuse on every open device.
@@ -78,6 +81,10 @@ class Graph {
   void replay() const;
   // Kernels and library calls recorded.
   size_t nodes() const;
+  // Dependencies between kernels that let the later one start before the earlier one ends (it
+  // waits for the earlier one's results itself: programmatic dependent launch, sm_90 and later;
+  // CANDLE_CUDA_PDL=0 turns it off). 0 on older GPUs.
+  size_t programmatic_edges() const;
 
  private:
   struct Impl;

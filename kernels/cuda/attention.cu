@@ -27,6 +27,7 @@ template <typename S, int kAcc>
 __global__ void __launch_bounds__(kWarps * 32)
     attn_kernel(const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, AttnGeo g,
                 AttnOpts o, int splits, float* __restrict__ part, S* __restrict__ out) {
+  pdl_entry();
   extern __shared__ float smem[];
   const int d = static_cast<int>(g.d), dv = static_cast<int>(g.dv);
   float* qs = smem;
@@ -158,6 +159,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <typename S>
 __global__ void combine_kernel(const float* __restrict__ part, int splits, int64_t rows, int64_t dv,
                                S* __restrict__ out) {
+  pdl_entry();
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int64_t stride = dv + 2;
   CANDLE_GRID_LOOP(int64_t, i, rows * dv) {

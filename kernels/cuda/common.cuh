@@ -12,6 +12,20 @@
 
 namespace candle::cuda_k {
 
+// The first statement of every kernel here. A recorded graph may let a kernel start before the
+// kernel it depends on has finished (programmatic dependent launch, sm_90 and later: cuda::Graph
+// turns the edges into our kernels into programmatic ones, src/cuda/graph.cpp), so that its
+// blocks are resident when their inputs are ready instead of being launched then:
+// griddepcontrol.wait holds the block until the grids it depends on have completed and their
+// writes are visible, and launch_dependents then lets the next kernel start launching. Without
+// such an edge (any launch outside a graph) both are no-ops.
+__device__ __forceinline__ void pdl_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // float8 e4m3fn as one byte (the CPU's rules: beyond 464 NaN, round to nearest even).
 struct f8 {
   uint8_t bits;

@@ -16,6 +16,7 @@ template <typename S, typename I>
 __global__ void __launch_bounds__(kThreads)
     conv2d_k(const S* __restrict__ x, const S* __restrict__ w, const int64_t* __restrict__ taps,
              const S* __restrict__ bias, S* __restrict__ out, ConvArgs a) {
+  pdl_entry();
   using C = compute_t<S>;
   __shared__ C As[BK][BM];  // weights, As[k][m]
   __shared__ C Bs[BK][BN];  // gathered input, Bs[k][pixel]

@@ -116,6 +116,7 @@ template <typename S, int BM, typename I>
 __global__ void __launch_bounds__(kThreads)
     conv2d_tc_k(const S* __restrict__ x, const S* __restrict__ w, const int64_t* __restrict__ taps,
                 const S* __restrict__ bias, S* __restrict__ out, ConvArgs a) {
+  pdl_entry();
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   using L = Smem<S, BM>;
   using Op = typename Mma<S>::Op;

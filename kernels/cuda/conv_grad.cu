@@ -24,6 +24,7 @@ __device__ __forceinline__ C block_sum(C v, C* sh) {
 template <typename S, typename I>
 __global__ void __launch_bounds__(kRed)
     corr_k(const S* __restrict__ A, const S* __restrict__ B, S* __restrict__ out, CorrArgs c, int64_t n_out) {
+  pdl_entry();
   using C = compute_t<S>;
   __shared__ C sh[kRed];
   const int64_t khw = c.kh * c.kw, per_a = c.b_g * khw;
@@ -57,6 +58,7 @@ __global__ void __launch_bounds__(kRed)
 template <typename S>
 __global__ void __launch_bounds__(kRed)
     bias_k(const S* __restrict__ g, S* __restrict__ out, int64_t b, int64_t c, int64_t r) {
+  pdl_entry();
   using C = compute_t<S>;
   __shared__ C sh[kRed];
   for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {

@@ -10,6 +10,7 @@ namespace {
 template <typename S, typename I>
 __global__ void conv_transpose2d_k(const S* __restrict__ x, const S* __restrict__ w, S* __restrict__ out,
                                    ConvArgs a, I total) {
+  pdl_entry();
   using C = compute_t<S>;
   const I ow = static_cast<I>(a.ow), oh = static_cast<I>(a.oh), co_g = static_cast<I>(a.co_g);
   const I co_total = co_g * static_cast<I>(a.groups), ci_g = static_cast<I>(a.ci_g);

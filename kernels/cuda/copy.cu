@@ -7,12 +7,14 @@ namespace {
 template <typename I, typename E>
 __global__ void copy_k(const E* __restrict__ x, const __grid_constant__ EwStrides xs, E* __restrict__ out,
                        const __grid_constant__ EwShape sh) {
+  pdl_entry();
   CANDLE_GRID_LOOP(I, i, sh.n) out[i] = x[offset_in<I>(i, sh, xs)];
 }
 
 template <typename I, typename E>
 __global__ void fill_k(E v, E* __restrict__ out, const __grid_constant__ EwStrides os,
                        const __grid_constant__ EwShape sh) {
+  pdl_entry();
   CANDLE_GRID_LOOP(I, i, sh.n) out[offset_in<I>(i, sh, os)] = v;
 }
 
@@ -21,6 +23,7 @@ __global__ void fill_k(E v, E* __restrict__ out, const __grid_constant__ EwStrid
 template <typename E>
 __global__ void transpose_k(const E* __restrict__ x, int64_t sb, int64_t sc, E* __restrict__ out, int64_t R,
                             int64_t C) {
+  pdl_entry();
   __shared__ E tile[32][33];
   const int64_t b = blockIdx.z, r0 = static_cast<int64_t>(blockIdx.y) * 32,
                 c0 = static_cast<int64_t>(blockIdx.x) * 32;
@@ -44,6 +47,7 @@ __global__ void transpose_k(const E* __restrict__ x, int64_t sb, int64_t sc, E* 
 __global__ void __launch_bounds__(256)
     transpose_pairs_k(const uint16_t* __restrict__ x, int64_t sb, int64_t sc, uint16_t* __restrict__ out,
                       int64_t R, int64_t C) {
+  pdl_entry();
   __shared__ alignas(16) uint16_t tile[64][66];  // tile[c][r]
   const int64_t b = blockIdx.z, r0 = static_cast<int64_t>(blockIdx.y) * 64,
                 c0 = static_cast<int64_t>(blockIdx.x) * 64;

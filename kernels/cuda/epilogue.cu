@@ -16,6 +16,7 @@ struct NoAct {
 template <typename S, typename F>
 __global__ void bias_act_k(S* __restrict__ out, const S* __restrict__ bias, uint64_t n, uint64_t channels,
                            uint64_t inner, F f) {
+  pdl_entry();
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<uint64_t>(blockDim.x) * gridDim.x) {
     auto v = load(out[i]);

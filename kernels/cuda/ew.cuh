@@ -218,6 +218,7 @@ inline bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintpt
 
 template <typename S, typename F>
 __global__ void map1_dense_k(const S* __restrict__ x, S* __restrict__ out, uint64_t n, F f) {
+  pdl_entry();
   constexpr int V = pack_of<S>();
   using P = Pack<S, V>;
   const uint64_t np = n / V, stride = static_cast<uint64_t>(blockDim.x) * gridDim.x;
@@ -235,6 +236,7 @@ __global__ void map1_dense_k(const S* __restrict__ x, S* __restrict__ out, uint6
 template <typename S, typename O, typename F>
 __global__ void map2_dense_k(const S* __restrict__ a, const S* __restrict__ b, O* __restrict__ out,
                              uint64_t n, F f) {
+  pdl_entry();
   constexpr int V = pack_of<S>();
   using P = Pack<S, V>;
   using PO = Pack<O, V>;
@@ -265,6 +267,7 @@ __global__ void map2_dense_k(const S* __restrict__ a, const S* __restrict__ b, O
 template <typename I, typename S, typename F>
 __global__ void map1_k(const S* __restrict__ x, const __grid_constant__ EwStrides xs, S* __restrict__ out,
                        const __grid_constant__ EwShape sh, F f) {
+  pdl_entry();
   CANDLE_GRID_LOOP(I, i, sh.n) out[i] = store<S>(f(load(x[offset_in<I>(i, sh, xs)])));
 }
 
@@ -272,6 +275,7 @@ template <typename I, typename S, typename O, typename F>
 __global__ void map2_k(const S* __restrict__ a, const __grid_constant__ EwStrides as, const S* __restrict__ b,
                        const __grid_constant__ EwStrides bs, O* __restrict__ out,
                        const __grid_constant__ EwShape sh, F f) {
+  pdl_entry();
   CANDLE_GRID_LOOP(I, i, sh.n) {
     auto r = f(load(a[offset_in<I>(i, sh, as)]), load(b[offset_in<I>(i, sh, bs)]));
     if constexpr (std::is_same_v<O, uint8_t>)
@@ -301,6 +305,7 @@ __device__ __forceinline__ uint32_t bcast_index(uint32_t i, const BcastArgs& b) 
 template <int Mode, typename S, typename O, typename F>
 __global__ void map2_bcast_k(const S* __restrict__ d, const S* __restrict__ bc, O* __restrict__ out,
                              uint32_t n, const __grid_constant__ BcastArgs ba, F f) {
+  pdl_entry();
   constexpr int V = pack_of<S>();
   using P = Pack<S, V>;
   using PO = Pack<O, V>;
@@ -352,6 +357,7 @@ __global__ void where_k(const CT* __restrict__ c, const __grid_constant__ EwStri
                         const V* __restrict__ t, const __grid_constant__ EwStrides ts,
                         const V* __restrict__ f, const __grid_constant__ EwStrides fs, V* __restrict__ out,
                         const __grid_constant__ EwShape sh) {
+  pdl_entry();
   CANDLE_GRID_LOOP(I, i, sh.n)
   out[i] = c[offset_in<I>(i, sh, cs)] != 0 ? t[offset_in<I>(i, sh, ts)] : f[offset_in<I>(i, sh, fs)];
 }
@@ -359,6 +365,7 @@ __global__ void where_k(const CT* __restrict__ c, const __grid_constant__ EwStri
 // Dense casts: packs of V elements (V = what fits 16 bytes of the wider type).
 template <typename From, typename To>
 __global__ void cast_dense_k(const From* __restrict__ x, To* __restrict__ out, uint64_t n) {
+  pdl_entry();
   constexpr int V = pack_of<From>() < pack_of<To>() ? pack_of<From>() : pack_of<To>();
   using PF = Pack<From, V>;
   using PT = Pack<To, V>;
@@ -383,6 +390,7 @@ __global__ void cast_dense_k(const From* __restrict__ x, To* __restrict__ out, u
 template <typename I, typename From, typename To>
 __global__ void cast_k(const From* __restrict__ x, const __grid_constant__ EwStrides xs, To* __restrict__ out,
                        const __grid_constant__ EwShape sh) {
+  pdl_entry();
   CANDLE_GRID_LOOP(I, i, sh.n) {
     if constexpr (std::is_same_v<From, To>)
       out[i] = x[offset_in<I>(i, sh, xs)];

@@ -47,6 +47,7 @@ __device__ __forceinline__ int64_t load_id(const void* ids, Dt idt, int64_t i, b
 
 __global__ void check_k(Dt idt, const void* __restrict__ ids, int64_t n, int64_t limit,
                         unsigned long long* __restrict__ bad) {
+  pdl_entry();
   CANDLE_GRID_LOOP(int64_t, i, n) {
     bool skip = false;
     const int64_t v = load_id(ids, idt, i, skip);
@@ -71,6 +72,7 @@ __device__ void report_bad(Dt idt, const void* __restrict__ ids, uint32_t tag, u
 
 __global__ void report_k(Dt idt, const void* __restrict__ ids, uint32_t tag, uint32_t* fault,
                          const unsigned long long* __restrict__ bad) {
+  pdl_entry();
   report_bad(idt, ids, tag, fault, *bad);
 }
 
@@ -101,6 +103,7 @@ __device__ bool block_check_ids(Dt idt, const void* __restrict__ ids, int64_t n,
 
 __global__ void check_small_k(Dt idt, const void* __restrict__ ids, int64_t n, int64_t limit, uint32_t tag,
                               uint32_t* fault, unsigned long long* __restrict__ bad) {
+  pdl_entry();
   (void)block_check_ids(idt, ids, n, limit, tag, fault, bad);
 }
 
@@ -109,6 +112,7 @@ template <typename I, typename E>
 __global__ void index_select_k(const E* __restrict__ src, Dt idt, const void* __restrict__ ids,
                                E* __restrict__ out, I left, I src_dim, I n, I right,
                                const unsigned long long* __restrict__ bad) {
+  pdl_entry();
   if (*bad) return;
   CANDLE_GRID_LOOP(I, i, left * n * right) {
     const I t = i / right, r = i - t * right;
@@ -122,6 +126,7 @@ __global__ void index_select_k(const E* __restrict__ src, Dt idt, const void* __
 template <typename I, typename E>
 __global__ void gather_k(const E* __restrict__ src, Dt idt, const void* __restrict__ ids, E* __restrict__ out,
                          I left, I src_dim, I n, I right, const unsigned long long* __restrict__ bad) {
+  pdl_entry();
   if (*bad) return;
   CANDLE_GRID_LOOP(I, i, left * n * right) {
     const I t = i / right, r = i - t * right;
@@ -153,6 +158,7 @@ template <typename S, bool kAdd, bool kCheck = false>
 __global__ void scatter_k(S* dst, const S* src, Dt idt, const void* __restrict__ ids, int64_t left,
                           int64_t dst_dim, int64_t n, int64_t right, bool per_elem,
                           const unsigned long long* __restrict__ bad, IdCheckArgs chk = {}) {
+  pdl_entry();
   if constexpr (kCheck) {
     if (!block_check_ids(idt, ids, chk.n, chk.limit, chk.tag, chk.fault, chk.bad)) return;
   } else if (*bad) {

@@ -13,6 +13,7 @@ using namespace nn;
 template <typename S, RopeKind K, typename I>
 __global__ void rope_kernel(const S* __restrict__ x, const S* __restrict__ cs, const S* __restrict__ sn,
                             RopeGeo g, S* __restrict__ y, I pairs) {
+  pdl_entry();
   using C = compute_t<S>;
   const I d1 = static_cast<I>(g.dims[1]), d2 = static_cast<I>(g.dims[2]), d = static_cast<I>(g.dims[3]);
   const I half = d / 2;

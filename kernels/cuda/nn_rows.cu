@@ -40,6 +40,7 @@ template <typename S, RowOp OP, bool kWarp>
 __global__ void __launch_bounds__(kMaxThreads)
     row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, int64_t rs, const S* __restrict__ a,
                int64_t as, const S* __restrict__ b, int64_t bs, float eps, S* __restrict__ y) {
+  pdl_entry();
   using C = compute_t<S>;
   __shared__ C red[32];
   const int64_t lane = kWarp ? (threadIdx.x & 31) : threadIdx.x;
@@ -160,6 +161,7 @@ cudaError_t launch_rows(const S* x, int64_t n_rows, int64_t d, int64_t rs, const
 template <typename S, typename I>
 __global__ void silu_mul_k(const S* __restrict__ g, I gs, const S* __restrict__ u, I us, I n_rows, I d,
                            S* __restrict__ out) {
+  pdl_entry();
   using C = compute_t<S>;
   CANDLE_GRID_LOOP(I, i, n_rows * d) {
     const int64_t r = i / d, c = i - r * d;

@@ -17,6 +17,7 @@ template <typename T, typename I, bool kContract>
 __global__ void adamw_kernel(T* __restrict__ theta, T* __restrict__ m, T* __restrict__ v,
                              const T* __restrict__ g, I n, T b1, T one_b1, T b2, T one_b2, T scale_m,
                              T scale_v, T decay, T lr, T eps) {
+  pdl_entry();
   CANDLE_GRID_LOOP(I, i, n) {
     const T gi = g[i];
     const T gm = mul_rn(gi, one_b1), gv = mul_rn(mul_rn(gi, gi), one_b2);

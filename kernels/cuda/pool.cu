@@ -43,6 +43,7 @@ __device__ __forceinline__ I window_base(I i, const PlaneArgs& p, int64_t s_h, i
 template <typename S, typename I>
 __global__ void max_pool_k(const S* __restrict__ x, S* __restrict__ out, PlaneArgs p, int64_t kh, int64_t kw,
                            int64_t s_h, int64_t s_w, I total) {
+  pdl_entry();
   using C = compute_t<S>;
   const I sh = static_cast<I>(p.sh), sw = static_cast<I>(p.sw);
   CANDLE_GRID_LOOP(I, i, total) {
@@ -64,6 +65,7 @@ __global__ void max_pool_k(const S* __restrict__ x, S* __restrict__ out, PlaneAr
 template <typename S, typename I>
 __global__ void avg_pool_k(const S* __restrict__ x, S* __restrict__ out, PlaneArgs p, int64_t kh, int64_t kw,
                            int64_t s_h, int64_t s_w, I total) {
+  pdl_entry();
   using C = compute_t<S>;
   const I sh = static_cast<I>(p.sh), sw = static_cast<I>(p.sw);
   const C div = static_cast<C>(kh * kw);

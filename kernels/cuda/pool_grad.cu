@@ -31,6 +31,7 @@ template <typename S>
 __global__ void max_pool_grad_k(const S* __restrict__ x, const S* __restrict__ g, S* __restrict__ out,
                                 PlaneArgs p, int64_t kh, int64_t kw, int64_t s_h, int64_t s_w,
                                 int64_t total) {
+  pdl_entry();
   using C = compute_t<S>;
   CANDLE_GRID_LOOP(int64_t, i, total) {
     const Cell e = cell_of(i, p.h, p.w);
@@ -66,6 +67,7 @@ __global__ void max_pool_grad_k(const S* __restrict__ x, const S* __restrict__ g
 template <typename S>
 __global__ void avg_pool_grad_k(const S* __restrict__ g, S* __restrict__ out, PlaneArgs p, int64_t kh,
                                 int64_t kw, int64_t s_h, int64_t s_w, int64_t total) {
+  pdl_entry();
   using C = compute_t<S>;
   const C div = static_cast<C>(kh * kw);
   CANDLE_GRID_LOOP(int64_t, i, total) {
@@ -84,6 +86,7 @@ __global__ void avg_pool_grad_k(const S* __restrict__ g, S* __restrict__ out, Pl
 template <typename S>
 __global__ void nearest_grad_k(const S* __restrict__ g, const int64_t* __restrict__ ranges,
                                S* __restrict__ out, PlaneArgs p, int64_t total) {
+  pdl_entry();
   using C = compute_t<S>;
   CANDLE_GRID_LOOP(int64_t, i, total) {
     const Cell e = cell_of(i, p.h, p.w);
@@ -101,6 +104,7 @@ template <typename S>
 __global__ void bilinear_grad_k(const S* __restrict__ g, const int64_t* __restrict__ tab, int64_t cols_at,
                                 const compute_t<S>* __restrict__ wts, S* __restrict__ out, PlaneArgs p,
                                 int64_t total) {
+  pdl_entry();
   using C = compute_t<S>;
   const int64_t rows_at = p.h + 1;
   const int64_t* cs = tab + cols_at;

@@ -37,6 +37,7 @@ __device__ __forceinline__ void store_group(O* out, uint64_t e0, uint64_t elems,
 
 template <uint32_t T, typename O>
 __global__ void qdequant_k(const uint8_t* __restrict__ blocks, uint64_t elems, O* __restrict__ out) {
+  pdl_entry();
   using Q = QT<T>;
   const uint64_t groups = (elems + kPer - 1) / kPer;
   CANDLE_GRID_LOOP(uint64_t, g, groups) {

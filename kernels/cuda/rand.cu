@@ -41,6 +41,7 @@ __device__ __forceinline__ double unit_f64(uint32_t a, uint32_t b) {
 template <typename S>
 __global__ void uniform_k(S* __restrict__ out, uint64_t n, uint64_t seed, uint64_t counter, double lo,
                           double up) {
+  pdl_entry();
   constexpr int per = std::is_same_v<S, double> ? 2 : 4;
   for (uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t * per < n;
        t += static_cast<uint64_t>(blockDim.x) * gridDim.x) {
@@ -64,6 +65,7 @@ __global__ void uniform_k(S* __restrict__ out, uint64_t n, uint64_t seed, uint64
 template <typename S>
 __global__ void normal_k(S* __restrict__ out, uint64_t n, uint64_t seed, uint64_t counter, double mean,
                          double sd) {
+  pdl_entry();
   constexpr int per = std::is_same_v<S, double> ? 2 : 4;
   for (uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t * per < n;
        t += static_cast<uint64_t>(blockDim.x) * gridDim.x) {

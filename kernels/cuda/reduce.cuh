@@ -226,6 +226,7 @@ template <typename Red, int G>
 __global__ void __launch_bounds__(kBlock)
     reduce_k(const typename Red::T* __restrict__ x, ReduceArgs a, int64_t chunks, int64_t chunk_len,
              typename Red::P* __restrict__ part, typename Red::Out* __restrict__ out) {
+  pdl_entry();
   using P = typename Red::P;
   constexpr int kGroups = kBlock / G;
   constexpr int kWarps = G / 32;
@@ -309,6 +310,7 @@ __global__ void __launch_bounds__(kBlock)
     reduce_cols_k(const typename Red::T* __restrict__ x, int64_t n_out, int64_t R, int64_t rs, int64_t chunks,
                   int64_t chunk_len, typename Red::P* __restrict__ part,
                   typename Red::Out* __restrict__ out) {
+  pdl_entry();
   using T = typename Red::T;
   using P = typename Red::P;
   constexpr int V = static_cast<int>(16 / sizeof(T));
@@ -355,6 +357,7 @@ __global__ void __launch_bounds__(kBlock)
 template <typename Red>
 __global__ void __launch_bounds__(kBlock) finish_k(const typename Red::P* __restrict__ part, int64_t n_out,
                                                    int64_t chunks, typename Red::Out* __restrict__ out) {
+  pdl_entry();
   using P = typename Red::P;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * (kBlock / 32) + threadIdx.x / 32; o < n_out;

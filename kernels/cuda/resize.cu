@@ -22,6 +22,7 @@ __device__ __forceinline__ int64_t plane_of(I i, const PlaneArgs& p, I& y, I& x)
 template <typename E, typename I>
 __global__ void nearest_k(const E* __restrict__ x, const int64_t* __restrict__ offs, E* __restrict__ out,
                           PlaneArgs p, I total) {
+  pdl_entry();
   CANDLE_GRID_LOOP(I, i, total) {
     I y, xx;
     const int64_t base = plane_of<I>(i, p, y, xx);
@@ -37,6 +38,7 @@ __device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(
 template <typename S, typename I>
 __global__ void bilinear_k(const S* __restrict__ x, const int64_t* __restrict__ offs,
                            const compute_t<S>* __restrict__ wts, S* __restrict__ out, PlaneArgs p, I total) {
+  pdl_entry();
   using C = compute_t<S>;
   const int64_t oh = p.oh, ow = p.ow;
   CANDLE_GRID_LOOP(I, i, total) {

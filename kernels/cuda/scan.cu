@@ -17,6 +17,7 @@ using Sum = red::SumR<S>;
 template <typename S>
 __global__ void cumsum_cols_k(const S* __restrict__ x, S* __restrict__ out, int64_t pre, int64_t len,
                               int64_t post) {
+  pdl_entry();
   using A = typename Sum<S>::P;
   CANDLE_GRID_LOOP(int64_t, t, pre * post) {
     const int64_t p = t / post, q = t - p * post;
@@ -44,6 +45,7 @@ constexpr int kPer = 8;
 template <typename S>
 __global__ void __launch_bounds__(kBlock)
     cumsum_rows_k(const S* __restrict__ x, S* __restrict__ out, int64_t rows, int64_t len) {
+  pdl_entry();
   using A = typename Sum<S>::P;
   constexpr int kWarps = kBlock / 32;
   __shared__ A warp_sum[kWarps];

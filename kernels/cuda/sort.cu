@@ -70,6 +70,7 @@ template <typename S>
 __global__ void __launch_bounds__(kSortThreads)
     sort_shared_k(const S* __restrict__ x, uint32_t* __restrict__ out, int64_t rows, int64_t len, int p2,
                   int rpb, bool asc) {
+  pdl_entry();
   using V = compute_t<S>;
   extern __shared__ __align__(16) unsigned char smem[];
   const int total = p2 * rpb;
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(kSortThreads)
 template <typename S>
 __global__ void sort_init_k(const S* __restrict__ x, compute_t<S>* __restrict__ keys,
                             uint32_t* __restrict__ idx, int64_t rows, int64_t len, int64_t p2) {
+  pdl_entry();
   CANDLE_GRID_LOOP(int64_t, i, rows * p2) {
     const int64_t row = i / p2, j = i - row * p2;
     if (j < len) {
@@ -122,11 +124,13 @@ __global__ void sort_init_k(const S* __restrict__ x, compute_t<S>* __restrict__ 
 template <typename V>
 __global__ void sort_step_k(V* __restrict__ keys, uint32_t* __restrict__ idx, int64_t n, int64_t p2,
                             int64_t k, int64_t j, bool asc) {
+  pdl_entry();
   CANDLE_GRID_LOOP(int64_t, i, n) { bitonic_exchange(keys, idx, i, i ^ j, p2, k, asc); }
 }
 
 __global__ void sort_out_k(const uint32_t* __restrict__ idx, uint32_t* __restrict__ out, int64_t rows,
                            int64_t len, int64_t p2) {
+  pdl_entry();
   CANDLE_GRID_LOOP(int64_t, i, rows * len) {
     const int64_t row = i / len, j = i - row * len;
     out[i] = idx[row * p2 + j];

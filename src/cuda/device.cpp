@@ -118,6 +118,13 @@ Stats stats() {
   return s;
 }
 
+int compute_capability(const Device& dev) {
+  auto* cd = dynamic_cast<cuda_backend::CudaDevice*>(&dev.backend());
+  if (!cd)
+    throw Error(ErrorKind::Device, "cuda::compute_capability needs a CUDA device, not " + dev.to_string());
+  return cd->ctx().compute_capability();
+}
+
 void reset_stats() {
   using namespace cuda_backend;
   clear_round_trips();

@@ -2,6 +2,11 @@
 // blocks the recorded run allocates are tagged with the graph's pool (context.h) and held by it.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
 #include "candle/cuda.h"
 #include "storage.h"
 
@@ -12,12 +17,77 @@ struct Graph::Impl {
   std::shared_ptr<cuda_backend::GraphPool> pool;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  size_t nodes = 0;
+  size_t nodes = 0, programmatic = 0;
   ~Impl() {
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
   }
 };
+
+namespace {
+
+bool is_kernel(cudaGraphNode_t node) {
+  cudaGraphNodeType t{};
+  return cudaGraphNodeGetType(node, &t) == cudaSuccess && t == cudaGraphNodeTypeKernel;
+}
+
+// One of this library's kernels (kernels/cuda: each begins with pdl_entry(), which waits for the
+// kernels it depends on), told by its name; cuBLAS / cuDNN kernels are not.
+bool waits_for_its_inputs(cudaGraphNode_t node) {
+  cudaKernelNodeParams p{};
+  const char* name = nullptr;
+  if (!is_kernel(node) || cudaGraphKernelNodeGetParams(node, &p) != cudaSuccess ||
+      cudaFuncGetName(&name, p.func) != cudaSuccess || !name) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return std::strstr(name, "candle") && std::strstr(name, "cuda_k");
+}
+
+// Turns each edge kernel -> our kernel (its only dependency) into a programmatic one: the later
+// kernel may launch once every block of the earlier one has passed its own wait (launch_dependents),
+// and then waits for the earlier one's results in griddepcontrol.wait: the later one's launch is
+// hidden behind the earlier one's run. Returns the edges changed.
+size_t make_programmatic(cudaGraph_t graph) {
+  size_t n = 0;
+  if (cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &n) != cudaSuccess || n == 0) return 0;
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  if (cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &n) != cudaSuccess) return 0;
+  std::unordered_map<cudaGraphNode_t, int> incoming;
+  for (size_t i = 0; i < n; ++i) ++incoming[to[i]];
+  size_t changed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (data[i].type != cudaGraphDependencyTypeDefault || incoming[to[i]] != 1 || !is_kernel(from[i]) ||
+        !waits_for_its_inputs(to[i]))
+      continue;
+    cudaGraphEdgeData pe{};
+    pe.type = cudaGraphDependencyTypeProgrammatic;
+    pe.from_port = cudaGraphKernelNodePortProgrammatic;
+    if (cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (cudaGraphAddDependencies(graph, &from[i], &to[i], &pe, 1) != cudaSuccess) {
+      (void)cudaGetLastError();
+      cuda_backend::check(cudaGraphAddDependencies(graph, &from[i], &to[i], &data[i], 1),
+                          "cudaGraphAddDependencies (restoring an edge)");
+      continue;
+    }
+    ++changed;
+  }
+  return changed;
+}
+
+bool programmatic_launch_on(int ordinal) {
+  const char* e = std::getenv("CANDLE_CUDA_PDL");
+  if (!(e && e[0] == '1')) return false;  // (off by default while it is measured)
+  int major = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal) == cudaSuccess &&
+         major >= 9;
+}
+
+}  // namespace
 
 Graph Graph::capture(const Device& dev, const std::function<void()>& work) {
   auto* cd = dynamic_cast<cuda_backend::CudaDevice*>(&dev.backend());
@@ -45,6 +115,7 @@ Graph Graph::capture(const Device& dev, const std::function<void()>& work) {
                 "that cannot be recorded)");
   cuda_backend::DeviceGuard g(ctx.ordinal());
   cuda_backend::check(cudaGraphGetNodes(impl->graph, nullptr, &impl->nodes), "cudaGraphGetNodes");
+  if (programmatic_launch_on(ctx.ordinal())) impl->programmatic = make_programmatic(impl->graph);
   cuda_backend::check(cudaGraphInstantiate(&impl->exec, impl->graph, 0), "cudaGraphInstantiate");
   Graph out;
   out.impl_ = std::move(impl);
@@ -59,6 +130,8 @@ void Graph::replay() const {
 }
 
 size_t Graph::nodes() const { return impl_->nodes; }
+
+size_t Graph::programmatic_edges() const { return impl_->programmatic; }
 
 }  // namespace candle::cuda
 

@@ -124,7 +124,7 @@ Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {
     // so the values equal the host-routed path's; unchosen outputs are masked, not multiplied by 0.
     for (size_t e = 0; e < experts; ++e) {
       Tensor chosen = top.eq(Scalar(static_cast<uint32_t>(e))).to_dtype(DType::F32);  // [n, k]
-      Tensor w = (weights * chosen).sum_keepdim(1);                                    // [n, 1]
+      Tensor w = (weights * chosen).sum_keepdim(1);                                   // [n, 1]
       Tensor ye = expert(e, x);
       Tensor picked = chosen.sum_keepdim(1).gt(Scalar(0.0f)).broadcast_as(ye.shape());
       out = out + picked.where_cond(ye.broadcast_mul(w.to_dtype(ye.dtype())), ye.zeros_like());

@@ -1,12 +1,14 @@
 // cuda::Graph: work recorded once and replayed; new inputs written in place give new outputs, the
 // recorded run's memory is held while the graph lives, and host copies inside the work are errors.
+#include "candle/graph.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "candle/cuda.h"
-#include "candle/graph.h"
 #include "candle/nn/ops.h"
 #include "cuda_device.h"
 
@@ -50,6 +52,38 @@ TEST(CudaGraph, ReplaysGiveTheResultsOfTheNewInputs) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_FLOAT_EQ(got[i], want[i]) << "replay " << r << " row " << i;
+  }
+}
+
+// Programmatic dependent launch (CANDLE_CUDA_PDL=1, sm_90+): the edges into this library's kernels
+// let them launch early and wait inside; the replays give the eager results bit for bit, replay
+// after replay (a kernel that read its inputs before waiting would race and differ).
+TEST(CudaGraph, ProgrammaticEdgesGiveTheSameResults) {
+  NEED_CUDA_DEVICE();
+  Device cpu = Device::cpu();
+  cpu.set_seed(3);
+  Tensor w = Tensor::randn(0.f, 0.5f, {256, 192}, cpu).to_device(dev);
+  Tensor x = Tensor::randn(0.f, 1.f, {64, 256}, cpu).to_device(dev);
+  // a chain of our own kernels (element-wise, row ops, reductions) around a cuBLAS matmul
+  auto chain = [&] {
+    Tensor h = nn::ops::rms_norm(x, Tensor::ones({256}, DType::F32, dev), 1e-5f);
+    for (int i = 0; i < 6; ++i) h = (h * 1.01 + 0.5).silu();
+    return step(h, w) + nn::ops::softmax_last_dim(h).sum_keepdim(1);
+  };
+  const std::vector<float> want = host(chain());
+  for (const char* pdl : {"0", "1"}) {
+    ::setenv("CANDLE_CUDA_PDL", pdl, 1);
+    Tensor out;
+    cuda::Graph g = cuda::Graph::capture(dev, [&] { out = chain(); });
+    ::unsetenv("CANDLE_CUDA_PDL");
+    if (pdl[0] == '1' && cuda::compute_capability(dev) >= 90)
+      EXPECT_GE(g.programmatic_edges(), 10u) << "the kernel-to-kernel edges of the chain";
+    else
+      EXPECT_EQ(g.programmatic_edges(), 0u);
+    for (int r = 0; r < 20; ++r) {
+      g.replay();
+      ASSERT_EQ(host(out), want) << "CANDLE_CUDA_PDL=" << pdl << " replay " << r;
+    }
   }
 }
 
