@@ -5,6 +5,8 @@
 // to f32. In a tile each lane scores one key (q from shared memory), the warp takes the tile's
 // max and sum by shuffles, and each lane keeps dv / 32 f32 accumulators of its row (online
 // softmax: running max, running sum, rescaled accumulator). Rows that see no key give zeros.
+#include <cstdlib>
+
 #include "launch_nn.h"
 #include "nn_common.cuh"
 
@@ -207,11 +209,13 @@ int attention_splits(const AttnGeo& g, int sm_count) {
   if (g.hkv <= 0) return 1;
   const int64_t units = g.b * g.hkv * (((g.h / g.hkv) * g.tq + kWarps - 1) / kWarps);
   const int64_t target = 2 * static_cast<int64_t>(sm_count > 0 ? sm_count : 1);
-  if (units >= target || g.tk < 256) return 1;
+  static const int64_t min_keys = std::getenv("CANDLE_ATTN_SPLIT_MIN") ? std::atoll(std::getenv("CANDLE_ATTN_SPLIT_MIN")) : 256;
+  static const int64_t split_keys = std::getenv("CANDLE_ATTN_SPLIT_KEYS") ? std::atoll(std::getenv("CANDLE_ATTN_SPLIT_KEYS")) : 128;
+  if (units >= target || g.tk < min_keys) return 1;
   int64_t splits = (target + units - 1) / units;
   // about 128 keys a split (of the buffers' length: with a key count on the device the kernel
   // shares out the real range, and splits past it exit at once)
-  const int64_t by_keys = g.tk / 128;
+  const int64_t by_keys = g.tk / split_keys;
   splits = splits < by_keys ? splits : by_keys;
   splits = splits < 64 ? splits : 64;
   return splits < 2 ? 1 : static_cast<int>(splits);

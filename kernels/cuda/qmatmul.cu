@@ -6,8 +6,6 @@
 // each item once and takes its integer dot products (__dp4a) with all m activation rows. Per unit of 32:
 //   y += dx * (d * sum_h sc_h * sum_{i in h} q_i xq_i - dm * sum_h mn_h * sum_{i in h} xq_i)
 // over its two halves h of 16, in f32.
-#include <cstdlib>
-
 #include "common.cuh"
 #include "launch_quant.h"
 #include "quant.cuh"
@@ -93,7 +91,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     qmatvec_k(const uint8_t* __restrict__ w, uint64_t row_bytes, int n, int k, int m,
               const int8_t* __restrict__ xq, const float* __restrict__ xd, const int32_t* __restrict__ xs,
               float* __restrict__ y) {
-  pdl_entry();
   using Q = QT<T>;
   constexpr int kU = Q::kUnits, kItemElems = 32 * kU, kItemsPerBlock = Q::kQK / kItemElems;
   const int warp = static_cast<int>(threadIdx.x / 32);
@@ -102,6 +99,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const int lane = static_cast<int>(threadIdx.x % 32) + 32 * (warp % W);
   const uint8_t* wr = w + static_cast<uint64_t>(valid ? row : 0) * row_bytes;
   const int items = valid ? k / kItemElems : 0, units = k / 32;
+  // The lane's first two items brought into L2 while the kernel before this one still runs (under
+  // a programmatic launch, pdl_entry() waits for it): a prefetch is no load, so even weights the
+  // previous kernel were writing would be read after the wait, from the coherent L2.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  for (int it = lane, i = 0; i < 2 && it < items; it += 32 * W, ++i)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + static_cast<uint64_t>(it / kItemsPerBlock) * Q::kSize));
+#endif
+  pdl_entry();
   float acc[M];
 #pragma unroll
   for (int j = 0; j < M; ++j) acc[j] = 0.0f;
@@ -152,123 +157,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
-// The same products with the weight bytes staged through shared memory: each warp copies the
-// contiguous bytes of its next 32 items (whole blocks) with coalesced 4-byte loads (lane i takes
-// words i, i + 32, ...: every load instruction reads 128 contiguous bytes, where the direct kernel's
-// lanes read a block each at a block's stride), the copy of the chunk after it in flight while
-// the lanes decode their items from shared memory. Needs 4-byte-aligned rows; the bytes sit in
-// shared memory at their global address modulo 16, so every aligned load of decode() stays aligned.
-template <uint32_t T>
-struct Staging {
-  using Q = QT<T>;
-  static constexpr int kItemsPerBlock = Q::kQK / (32 * Q::kUnits);
-  static constexpr int kChunkBytes = 32 / kItemsPerBlock * Q::kSize;
-  static constexpr int kWordsPerLane = (kChunkBytes / 4 + 31) / 32;
-  static_assert(32 % kItemsPerBlock == 0 && kChunkBytes % 4 == 0);
-};
-
-template <uint32_t T, int M, int W>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    qmatvec_staged_k(const uint8_t* __restrict__ w, uint64_t row_bytes, int n, int k, int m,
-                     const int8_t* __restrict__ xq, const float* __restrict__ xd,
-                     const int32_t* __restrict__ xs, float* __restrict__ y) {
-  pdl_entry();
-  using Q = QT<T>;
-  using S = Staging<T>;
-  constexpr int kU = Q::kUnits, kItemElems = 32 * kU;
-  __shared__ __align__(16) uint8_t stage[kWarpsPerBlock][S::kChunkBytes + 16];
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int row = static_cast<int>(blockIdx.x) * (kWarpsPerBlock / W) + warp / W;
-  const bool valid = row < n;
-  const uint8_t* wr = w + static_cast<uint64_t>(valid ? row : 0) * row_bytes;
-  const int items = valid ? k / kItemElems : 0, units = k / 32;
-  const int chunks = (items + 31) / 32;
-  uint32_t buf[S::kWordsPerLane];
-  auto fetch = [&](int c) {
-    const uint8_t* src = wr + static_cast<uint64_t>(c) * S::kChunkBytes;
-    const int words = (min(32, items - 32 * c) / S::kItemsPerBlock * Q::kSize) / 4;
-#pragma unroll
-    for (int i = 0; i < S::kWordsPerLane; ++i) {
-      const int wi = lane + 32 * i;
-      buf[i] = wi < words ? ld32(src + 4 * wi) : 0u;
-    }
-  };
-  float acc[M];
-#pragma unroll
-  for (int j = 0; j < M; ++j) acc[j] = 0.0f;
-  int c = warp % W;
-  if (c < chunks) fetch(c);
-  for (; c < chunks; c += W) {
-    const uintptr_t off = reinterpret_cast<uintptr_t>(wr + static_cast<uint64_t>(c) * S::kChunkBytes) & 15u;
-    uint8_t* sb = stage[warp] + off;
-    __syncwarp();  // the lanes are done with the previous chunk
-#pragma unroll
-    for (int i = 0; i < S::kWordsPerLane; ++i) {
-      const int wi = lane + 32 * i;
-      if (wi * 4 < S::kChunkBytes) *reinterpret_cast<uint32_t*>(sb + 4 * wi) = buf[i];
-    }
-    __syncwarp();
-    if (c + W < chunks) fetch(c + W);
-    const int it = 32 * c + lane;
-    if (it < items) {
-      Item<kU> q;
-      Q::template decode<PlainLoads>(sb + (lane / S::kItemsPerBlock) * Q::kSize, lane % S::kItemsPerBlock, q);
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int unit = it * kU + u;
-#pragma unroll
-        for (int j = 0; j < M; ++j) {
-          if (j >= m) break;
-          const int8_t* xp = xq + static_cast<uint64_t>(j) * k + static_cast<uint64_t>(unit) * 32;
-          const int4 a0 = *reinterpret_cast<const int4*>(xp), a1 = *reinterpret_cast<const int4*>(xp + 16);
-          const int s0 = __dp4a(q.q[u][3], a0.w,
-                                __dp4a(q.q[u][2], a0.z, __dp4a(q.q[u][1], a0.y, __dp4a(q.q[u][0], a0.x, 0))));
-          const int s1 = __dp4a(q.q[u][7], a1.w,
-                                __dp4a(q.q[u][6], a1.z, __dp4a(q.q[u][5], a1.y, __dp4a(q.q[u][4], a1.x, 0))));
-          const uint64_t xb = static_cast<uint64_t>(j) * units + unit;
-          float v = q.d * static_cast<float>(q.sc[u][0] * s0 + q.sc[u][1] * s1);
-          if constexpr (Q::kHasMin)
-            v -= q.dm * static_cast<float>(q.mn[u][0] * xs[2 * xb] + q.mn[u][1] * xs[2 * xb + 1]);
-          acc[j] += xd[xb] * v;
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < M; ++j)
-    for (int o = 16; o > 0; o /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
-  if constexpr (W > 1) {
-    __shared__ float part[kWarpsPerBlock][M];
-    if (lane == 0) {
-#pragma unroll
-      for (int j = 0; j < M; ++j) part[warp][j] = acc[j];
-    }
-    __syncthreads();
-    if (lane == 0 && warp % W == 0) {
-#pragma unroll
-      for (int j = 0; j < M; ++j)
-        for (int v = 1; v < W; ++v) acc[j] += part[warp + v][j];
-    }
-  }
-  if (valid && lane == 0 && warp % W == 0) {
-#pragma unroll
-    for (int j = 0; j < M; ++j)
-      if (j < m) y[static_cast<uint64_t>(j) * n + row] = acc[j];
-  }
-}
-
 template <uint32_t T, int M, int W>
 cudaError_t launch_qmv_w(const void* w, size_t row_bytes, size_t n, size_t k, size_t m, const int8_t* q,
                          const float* d, const int32_t* sums, float* y, cudaStream_t s) {
   constexpr size_t kRows = kWarpsPerBlock / W;
   const auto blocks = static_cast<unsigned>((n + kRows - 1) / kRows);
-  static const bool staged = std::getenv("CANDLE_QMV_STAGED") && std::getenv("CANDLE_QMV_STAGED")[0] == '1';
-  if (staged && row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 4 == 0) {
-    qmatvec_staged_k<T, M, W><<<blocks, kWarpsPerBlock * 32, 0, s>>>(
-        static_cast<const uint8_t*>(w), row_bytes, static_cast<int>(n), static_cast<int>(k),
-        static_cast<int>(m), q, d, sums, y);
-    return cudaGetLastError();
-  }
   qmatvec_k<T, M, W><<<blocks, kWarpsPerBlock * 32, 0, s>>>(static_cast<const uint8_t*>(w), row_bytes,
                                                             static_cast<int>(n), static_cast<int>(k),
                                                             static_cast<int>(m), q, d, sums, y);
@@ -283,8 +176,6 @@ cudaError_t launch_qmv(const void* w, size_t row_bytes, size_t n, size_t k, size
   const size_t items = k / (32 * QT<T>::kUnits);
   int wr = items >= 128 ? 4 : (items >= 64 ? 2 : 1);
   while (wr > 1 && n * static_cast<size_t>(wr) > 32768) wr /= 2;
-  static const int forced = std::getenv("CANDLE_QMV_WARPS") ? std::atoi(std::getenv("CANDLE_QMV_WARPS")) : 0;
-  if (forced == 1 || forced == 2 || forced == 4) wr = forced;
   if (wr == 4) return launch_qmv_w<T, M, 4>(w, row_bytes, n, k, m, q, d, sums, y, s);
   if (wr == 2) return launch_qmv_w<T, M, 2>(w, row_bytes, n, k, m, q, d, sums, y, s);
   return launch_qmv_w<T, M, 1>(w, row_bytes, n, k, m, q, d, sums, y, s);

@@ -60,25 +60,6 @@ __device__ __forceinline__ uint32_t ld32_a2(const uint8_t* p) { return ld16(p) |
 __device__ __forceinline__ uint4 ld128(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ float f16_at(const uint8_t* p) { return f16_to_f32(ld16(p)); }
 
-// Where decode() reads a block from: global memory through the read-only cache (the direct
-// matvec), or any memory with plain loads (the staged matvec decodes from shared memory)
-struct GlobalLoads {
-  __device__ static uint32_t ld8(const uint8_t* p) { return quant::ld8(p); }
-  __device__ static uint32_t ld16(const uint8_t* p) { return quant::ld16(p); }
-  __device__ static uint32_t ld32(const uint8_t* p) { return quant::ld32(p); }
-  __device__ static uint32_t ld32_a2(const uint8_t* p) { return quant::ld32_a2(p); }
-  __device__ static uint4 ld128(const uint8_t* p) { return quant::ld128(p); }
-  __device__ static float f16_at(const uint8_t* p) { return quant::f16_at(p); }
-};
-struct PlainLoads {
-  __device__ static uint32_t ld8(const uint8_t* p) { return *p; }
-  __device__ static uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const unsigned short*>(p); }
-  __device__ static uint32_t ld32(const uint8_t* p) { return *reinterpret_cast<const unsigned*>(p); }
-  __device__ static uint32_t ld32_a2(const uint8_t* p) { return ld16(p) | (ld16(p + 2) << 16); }
-  __device__ static uint4 ld128(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
-  __device__ static float f16_at(const uint8_t* p) { return f16_to_f32(ld16(p)); }
-};
-
 // IQ4_NL's 16 levels as 4 words of 4 signed bytes
 constexpr uint32_t iq4_word(int i) {
   return static_cast<uint32_t>(static_cast<uint8_t>(kIq4nlValues[4 * i])) |
@@ -156,11 +137,10 @@ struct QT<kQ4_0> {
     const int l = static_cast<int>(j < 16 ? q & 0xf : q >> 4);
     return __fmul_rn(static_cast<float>(l - 8), f16_at(b));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = L::f16_at(b);
+    it.d = f16_at(b);
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = L::ld32_a2(b + 2 + 4 * i);
+      const uint32_t w = ld32_a2(b + 2 + 4 * i);
       it.q[0][i] = static_cast<int>(__vsub4(w & 0x0f0f0f0fu, 0x08080808u));
       it.q[0][i + 4] = static_cast<int>(__vsub4((w >> 4) & 0x0f0f0f0fu, 0x08080808u));
     }
@@ -177,13 +157,12 @@ struct QT<kQ4_1> {
     const uint32_t l = j < 16 ? q & 0xf : q >> 4;
     return __fadd_rn(__fmul_rn(static_cast<float>(l), f16_at(b)), f16_at(b + 2));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    const uint32_t dm = L::ld32(b);
+    const uint32_t dm = ld32(b);
     it.d = f16_to_f32(dm & 0xffffu);
     it.dm = -f16_to_f32(dm >> 16);  // x = d q + m
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = L::ld32(b + 4 + 4 * i);
+      const uint32_t w = ld32(b + 4 + 4 * i);
       it.q[0][i] = static_cast<int>(w & 0x0f0f0f0fu);
       it.q[0][i + 4] = static_cast<int>((w >> 4) & 0x0f0f0f0fu);
     }
@@ -201,12 +180,11 @@ struct QT<kQ5_0> {
     const int l = static_cast<int>((j < 16 ? q & 0xf : q >> 4) | (((qh >> j) & 1u) << 4));
     return __fmul_rn(static_cast<float>(l - 16), f16_at(b));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = L::f16_at(b);
-    const uint32_t qh = L::ld32_a2(b + 2);
+    it.d = f16_at(b);
+    const uint32_t qh = ld32_a2(b + 2);
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = L::ld32_a2(b + 6 + 4 * i);
+      const uint32_t w = ld32_a2(b + 6 + 4 * i);
       it.q[0][i] = static_cast<int>(__vsub4((w & 0x0f0f0f0fu) | spread_bit4(qh >> (4 * i)), 0x10101010u));
       it.q[0][i + 4] =
           static_cast<int>(__vsub4(((w >> 4) & 0x0f0f0f0fu) | spread_bit4(qh >> (16 + 4 * i)), 0x10101010u));
@@ -224,13 +202,12 @@ struct QT<kQ5_1> {
     const uint32_t l = (j < 16 ? q & 0xf : q >> 4) | (((qh >> j) & 1u) << 4);
     return __fadd_rn(__fmul_rn(static_cast<float>(l), f16_at(b)), f16_at(b + 2));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    const uint32_t dm = L::ld32(b), qh = L::ld32(b + 4);
+    const uint32_t dm = ld32(b), qh = ld32(b + 4);
     it.d = f16_to_f32(dm & 0xffffu);
     it.dm = -f16_to_f32(dm >> 16);
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = L::ld32(b + 8 + 4 * i);
+      const uint32_t w = ld32(b + 8 + 4 * i);
       it.q[0][i] = static_cast<int>((w & 0x0f0f0f0fu) | spread_bit4(qh >> (4 * i)));
       it.q[0][i + 4] = static_cast<int>(((w >> 4) & 0x0f0f0f0fu) | spread_bit4(qh >> (16 + 4 * i)));
     }
@@ -248,11 +225,10 @@ struct Q8Blocks {
   __device__ static float deq(const uint8_t* b, int j) {
     return __fmul_rn(static_cast<float>(static_cast<int8_t>(ld8(b + kOff + j))), f16_at(b));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = L::f16_at(b);
+    it.d = f16_at(b);
     for (int i = 0; i < 8; ++i)
-      it.q[0][i] = static_cast<int>(kOff % 4 == 0 ? L::ld32(b + kOff + 4 * i) : L::ld32_a2(b + kOff + 4 * i));
+      it.q[0][i] = static_cast<int>(kOff % 4 == 0 ? ld32(b + kOff + 4 * i) : ld32_a2(b + kOff + 4 * i));
     it.sc[0][0] = it.sc[0][1] = 1;
   }
 };
@@ -270,11 +246,10 @@ struct QT<kIQ4_NL> {
     const uint32_t q = ld8(b + 2 + (j & 15));
     return __fmul_rn(f16_at(b), iq4_level(j < 16 ? q & 0xf : q >> 4));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = L::f16_at(b);
+    it.d = f16_at(b);
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = L::ld32_a2(b + 2 + 4 * i);
+      const uint32_t w = ld32_a2(b + 2 + 4 * i);
       it.q[0][i] = static_cast<int>(iq4_levels(w & 0x0f0f0f0fu));
       it.q[0][i + 4] = static_cast<int>(iq4_levels((w >> 4) & 0x0f0f0f0fu));
     }
@@ -297,14 +272,13 @@ struct QT<kQ2K> {
     return __fsub_rn(__fmul_rn(dl, static_cast<float>(q)), ml);
   }
   // item h: the 4 units 4h + s
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int h, Item<4>& it) {
-    const uint32_t dd = L::ld32(b + 80);
+    const uint32_t dd = ld32(b + 80);
     it.d = f16_to_f32(dd & 0xffffu);
     it.dm = f16_to_f32(dd >> 16);
-    const uint32_t s[2] = {L::ld32(b + 8 * h), L::ld32(b + 8 * h + 4)};
+    const uint32_t s[2] = {ld32(b + 8 * h), ld32(b + 8 * h + 4)};
     for (int i = 0; i < 8; ++i) {
-      const uint32_t w = L::ld32(b + 16 + 32 * h + 4 * i);
+      const uint32_t w = ld32(b + 16 + 32 * h + 4 * i);
       for (int u = 0; u < 4; ++u) it.q[u][i] = static_cast<int>((w >> (2 * u)) & 0x03030303u);
     }
     for (int u = 0; u < 4; ++u)
@@ -328,12 +302,11 @@ struct QT<kQ3K> {
     const bool hi = (ld8(b + j % 32) >> (j / 32)) & 1u;
     return __fmul_rn(dl, static_cast<float>(q - (hi ? 0 : 4)));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int h, Item<4>& it) {
-    it.d = L::f16_at(b + 108);
-    const uint32_t s[3] = {L::ld32_a2(b + 96), L::ld32_a2(b + 100), L::ld32_a2(b + 104)};
+    it.d = f16_at(b + 108);
+    const uint32_t s[3] = {ld32_a2(b + 96), ld32_a2(b + 100), ld32_a2(b + 104)};
     for (int i = 0; i < 8; ++i) {
-      const uint32_t w = L::ld32_a2(b + 32 + 32 * h + 4 * i), hm = L::ld32_a2(b + 4 * i);
+      const uint32_t w = ld32_a2(b + 32 + 32 * h + 4 * i), hm = ld32_a2(b + 4 * i);
       for (int u = 0; u < 4; ++u) {
         const uint32_t lo = (w >> (2 * u)) & 0x03030303u, hb = (hm >> (4 * h + u)) & 0x01010101u;
         it.q[u][i] = static_cast<int>(__vsub4(lo | (hb << 2), 0x04040404u));
@@ -368,17 +341,16 @@ struct QK4 {
     return __fsub_rn(__fmul_rn(d1, static_cast<float>(q)), m1);
   }
   // item g: units 2g and 2g + 1 (16-byte loads: every block is 16-byte aligned)
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int g, Item<2>& it) {
-    const uint32_t dd = L::ld32(b);
+    const uint32_t dd = ld32(b);
     it.d = f16_to_f32(dd & 0xffffu);
     it.dm = f16_to_f32(dd >> 16);
-    const uint32_t s[3] = {L::ld32(b + 4), L::ld32(b + 8), L::ld32(b + 12)};
-    const uint4 q0 = L::ld128(b + kQs + 32 * g), q1 = L::ld128(b + kQs + 32 * g + 16);
+    const uint32_t s[3] = {ld32(b + 4), ld32(b + 8), ld32(b + 12)};
+    const uint4 q0 = ld128(b + kQs + 32 * g), q1 = ld128(b + kQs + 32 * g + 16);
     const uint32_t w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
     uint32_t hw[8] = {};
     if constexpr (kFive) {
-      const uint4 h0 = L::ld128(b + 16), h1 = L::ld128(b + 32);
+      const uint4 h0 = ld128(b + 16), h1 = ld128(b + 32);
       const uint32_t hv[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
       for (int i = 0; i < 8; ++i) hw[i] = hv[i];
     }
@@ -418,17 +390,16 @@ struct QT<kQ6K> {
     const uint32_t qh = (ld8(b + 128 + 32 * h + l) >> (2 * s)) & 3u;
     return __fmul_rn(ds, static_cast<float>(static_cast<int>(ql | (qh << 4)) - 32));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int item, Item<1>& it) {
     const int h = item / 4, s = item % 4;
-    it.d = L::f16_at(b + 208);
-    const uint32_t sc = L::ld16(b + 192 + 8 * h + 2 * s);
+    it.d = f16_at(b + 208);
+    const uint32_t sc = ld16(b + 192 + 8 * h + 2 * s);
     const uint8_t* ql = b + 64 * h + 32 * (s % 2);
     const uint8_t* qh = b + 128 + 32 * h;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t lo = (L::ld32_a2(ql + 4 * i) >> (4 * (s / 2))) & 0x0f0f0f0fu;
-      const uint32_t hi = ((L::ld32_a2(qh + 4 * i) >> (2 * s)) & 0x03030303u) << 4;
+      const uint32_t lo = (ld32_a2(ql + 4 * i) >> (4 * (s / 2))) & 0x0f0f0f0fu;
+      const uint32_t hi = ((ld32_a2(qh + 4 * i) >> (2 * s)) & 0x03030303u) << 4;
       it.q[0][i] = static_cast<int>(__vsub4(lo | hi, 0x20202020u));
     }
     it.sc[0][0] = static_cast<int8_t>(sc & 0xffu);
@@ -444,10 +415,9 @@ struct QT<kQ8K> {
   __device__ static float deq(const uint8_t* b, int j) {
     return __fmul_rn(__uint_as_float(ld32(b)), static_cast<float>(static_cast<int8_t>(ld8(b + 4 + j))));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int u, Item<1>& it) {
-    it.d = __uint_as_float(L::ld32(b));
-    for (int i = 0; i < 8; ++i) it.q[0][i] = static_cast<int>(L::ld32(b + 4 + 32 * u + 4 * i));
+    it.d = __uint_as_float(ld32(b));
+    for (int i = 0; i < 8; ++i) it.q[0][i] = static_cast<int>(ld32(b + 4 + 32 * u + 4 * i));
     it.sc[0][0] = it.sc[0][1] = 1;
   }
 };
@@ -458,10 +428,9 @@ template <>
 struct QT<kIQ4_XS> {
   static constexpr int kQK = 256, kSize = 136, kUnits = 1;
   static constexpr bool kHasMin = false;
-  template <class L = GlobalLoads>
   __device__ static int scale(const uint8_t* b, int ib) {
     const uint32_t ls =
-        ((L::ld8(b + 4 + ib / 2) >> (4 * (ib % 2))) & 0xfu) | (((L::ld16(b + 2) >> (2 * ib)) & 3u) << 4);
+        ((ld8(b + 4 + ib / 2) >> (4 * (ib % 2))) & 0xfu) | (((ld16(b + 2) >> (2 * ib)) & 3u) << 4);
     return static_cast<int>(ls) - 32;
   }
   __device__ static float deq(const uint8_t* b, int j) {
@@ -470,15 +439,14 @@ struct QT<kIQ4_XS> {
     const uint32_t q = ld8(b + 8 + 16 * ib + (l & 15));
     return __fmul_rn(dl, iq4_level(l < 16 ? q & 0xf : q >> 4));
   }
-  template <class L = GlobalLoads>
   __device__ static void decode(const uint8_t* b, int ib, Item<1>& it) {
-    it.d = L::f16_at(b);
+    it.d = f16_at(b);
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = L::ld32(b + 8 + 16 * ib + 4 * i);
+      const uint32_t w = ld32(b + 8 + 16 * ib + 4 * i);
       it.q[0][i] = static_cast<int>(iq4_levels(w & 0x0f0f0f0fu));
       it.q[0][i + 4] = static_cast<int>(iq4_levels((w >> 4) & 0x0f0f0f0fu));
     }
-    it.sc[0][0] = it.sc[0][1] = scale<L>(b, ib);
+    it.sc[0][0] = it.sc[0][1] = scale(b, ib);
   }
 };
 

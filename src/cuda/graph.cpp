@@ -81,7 +81,7 @@ size_t make_programmatic(cudaGraph_t graph) {
 
 bool programmatic_launch_on(int ordinal) {
   const char* e = std::getenv("CANDLE_CUDA_PDL");
-  if (!(e && e[0] == '1')) return false;  // (off by default while it is measured)
+  if (e && e[0] == '0') return false;
   int major = 0;
   return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal) == cudaSuccess &&
          major >= 9;

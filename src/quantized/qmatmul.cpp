@@ -35,8 +35,8 @@ class QMatMulOp final : public CustomOp1 {
     auto out = CpuStorage::alloc(DType::F32, m * n);
     qmatmul_cpu(w_.dtype(), w_.data().data(), n, k, s.data<float>() + l.start_offset(), m,
                 out->data<float>());
-    std::vector<size_t> od(xd.begin(), xd.end());
-    od.back() = n;
+    std::vector<size_t> od(xd.begin(), xd.end() - 1);  // (xd is not empty: checked above)
+    od.push_back(n);
     return {out, Shape(od)};
   }
 
@@ -98,8 +98,8 @@ Tensor device_qmatmul(const QTensor& w, const Tensor& x) {
   StoragePtr s = blocks.storage()->qmatmul(blocks.layout(), *xc.storage(), xc.layout(),
                                            static_cast<uint32_t>(w.dtype()), n, k);
   if (!s) return {};
-  std::vector<size_t> od(xd.begin(), xd.end());
-  od.back() = n;
+  std::vector<size_t> od(xd.begin(), xd.end() - 1);
+  od.push_back(n);
   Shape shape(od);
   Tensor y = Tensor::from_storage(std::move(s), Layout::contiguous(shape), DType::F32, x.device());
   return dt == DType::F32 ? y : y.to_dtype(dt);
