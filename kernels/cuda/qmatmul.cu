@@ -104,7 +104,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   // previous kernel were writing would be read after the wait, from the coherent L2.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   for (int it = lane, i = 0; i < 2 && it < items; it += 32 * W, ++i)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + static_cast<uint64_t>(it / kItemsPerBlock) * Q::kSize));
+    asm volatile(
+        "prefetch.global.L2 [%0];" ::"l"(wr + static_cast<uint64_t>(it / kItemsPerBlock) * Q::kSize));
 #endif
   pdl_entry();
   float acc[M];
