@@ -25,12 +25,18 @@ Tensor step(const Tensor& x, const Tensor& w) {
 
 std::vector<float> host(const Tensor& t) { return t.to_device(Device::cpu()).flatten_to_vec<float>(); }
 
+// a weight [k, n] (std 0.5) and an input [m, k] (std 1) drawn on the CPU from `seed`, on dev
+std::pair<Tensor, Tensor> weight_and_input(const Device& dev, uint64_t seed, size_t m, size_t k, size_t n) {
+  Device cpu = Device::cpu();
+  cpu.set_seed(seed);
+  Tensor w = Tensor::randn(0.f, 0.5f, {k, n}, cpu).to_device(dev);
+  return {w, Tensor::randn(0.f, 1.f, {m, k}, cpu).to_device(dev)};
+}
+
 TEST(CudaGraph, ReplaysGiveTheResultsOfTheNewInputs) {
   NEED_CUDA_DEVICE();
   Device cpu = Device::cpu();
-  cpu.set_seed(1);
-  Tensor w = Tensor::randn(0.f, 0.5f, {64, 48}, cpu).to_device(dev);
-  Tensor x = Tensor::randn(0.f, 1.f, {4, 64}, cpu).to_device(dev);
+  auto [w, x] = weight_and_input(dev, 1, 4, 64, 48);
   Tensor out;
   int runs = 0, recording = 0;
   EXPECT_FALSE(Graph::recording());
@@ -60,10 +66,7 @@ TEST(CudaGraph, ReplaysGiveTheResultsOfTheNewInputs) {
 // after replay (a kernel that read its inputs before waiting would race and differ).
 TEST(CudaGraph, ProgrammaticEdgesGiveTheSameResults) {
   NEED_CUDA_DEVICE();
-  Device cpu = Device::cpu();
-  cpu.set_seed(3);
-  Tensor w = Tensor::randn(0.f, 0.5f, {256, 192}, cpu).to_device(dev);
-  Tensor x = Tensor::randn(0.f, 1.f, {64, 256}, cpu).to_device(dev);
+  auto [w, x] = weight_and_input(dev, 3, 64, 256, 192);
   // a chain of our own kernels (element-wise, row ops, reductions) around a cuBLAS matmul
   auto chain = [&] {
     Tensor h = nn::ops::rms_norm(x, Tensor::ones({256}, DType::F32, dev), 1e-5f);
