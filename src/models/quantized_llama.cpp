@@ -1,4 +1,5 @@
-// candle::models::quantized_llama: the llama family from GGUF (llama, qwen2, qwen3).
+// candle::models::quantized_llama: the llama family from GGUF (llama and mixtral, qwen2, qwen3,
+// qwen3moe, gemma, gemma2, gemma3, phi3).
 #include "candle/models/quantized_llama.h"
 
 #include <cmath>
@@ -50,6 +51,16 @@ double meta_f64(const gg::Content& ct, const std::string& key, double dflt) {
   return x;
 }
 
+bool meta_bool(const gg::Content& ct, const std::string& key, bool dflt) {
+  const gg::Value* v = ct.find(key);
+  if (!v) return dflt;
+  if (v->value_type() != gg::ValueType::Bool)
+    throw Error(ErrorKind::InvalidArgument, "gguf: " + key + " is not a bool");
+  return v->to_bool();
+}
+
+bool has(const gg::Content& ct, const std::string& name) { return ct.tensor_infos.count(name) != 0; }
+
 // The tensor `name` checked to have `shape`.
 quantized::QTensor qtensor(const gg::Content& ct, const std::string& name, const Shape& shape,
                            const Device& dev) {
@@ -73,6 +84,26 @@ detail::Proj proj(const gg::Content& ct, const std::string& name, const Shape& s
   return p;
 }
 
+detail::Proj proj_of(quantized::QTensor w) { return {quantized::QMatMul::from_qtensor(w), std::nullopt}; }
+
+// An MoE layer: the router ffn_gate_inp [experts, dim] and the experts stored as one tensor each,
+// ffn_{gate,up}_exps [experts, ffn, dim] and ffn_down_exps [experts, dim, ffn] (read on the CPU,
+// each expert's matrix then placed on the device).
+detail::MoeMlp moe_layer(const gg::Content& ct, const std::string& b, size_t experts, size_t used, size_t ffn,
+                         size_t dim, bool norm_topk, const Device& dev) {
+  const Device cpu = Device::cpu();
+  detail::MoeMlp m{proj(ct, b + "ffn_gate_inp", Shape{experts, dim}, dev), {}, {}, {}, used, norm_topk};
+  const quantized::QTensor g = qtensor(ct, b + "ffn_gate_exps.weight", Shape{experts, ffn, dim}, cpu);
+  const quantized::QTensor u = qtensor(ct, b + "ffn_up_exps.weight", Shape{experts, ffn, dim}, cpu);
+  const quantized::QTensor d = qtensor(ct, b + "ffn_down_exps.weight", Shape{experts, dim, ffn}, cpu);
+  for (size_t e = 0; e < experts; ++e) {
+    m.gate.push_back(proj_of(g.get(e, dev)));
+    m.up.push_back(proj_of(u.get(e, dev)));
+    m.down.push_back(proj_of(d.get(e, dev)));
+  }
+  return m;
+}
+
 }  // namespace
 
 struct ModelWeights::Impl {
@@ -86,9 +117,12 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   if (!a || a->value_type() != gg::ValueType::String)
     throw Error(ErrorKind::InvalidArgument, "gguf: general.architecture is missing or not a string");
   const std::string arch = a->to_string();
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+  const bool gemma = arch == "gemma" || arch == "gemma2" || arch == "gemma3";
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" && arch != "phi3" && !gemma)
     throw Error(ErrorKind::UnsupportedOp,
-                "gguf: architecture '" + io::excerpt(arch, 40) + "' is not supported (llama, qwen2, qwen3)");
+                "gguf: architecture '" + io::excerpt(arch, 40) +
+                    "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, "
+                    "gemma3, phi3)");
   const std::string p = arch + ".";
   const size_t dim = meta_u64(ct, p + "embedding_length", kMaxDim);
   const size_t n_layers = meta_u64(ct, p + "block_count", kMaxLayers);
@@ -143,33 +177,86 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     throw Error(ErrorKind::InvalidArgument, "gguf: missing or malformed token_embd.weight");
   const size_t vocab = vocab_info->shape.dims()[0];
   Tensor embed = dense(ct, "token_embd.weight", Shape{vocab, dim}, device);
-  const bool qwen2 = arch == "qwen2", qwen3 = arch == "qwen3";
+  const bool qwen2 = arch == "qwen2", qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
+  const bool post_norms = arch == "gemma2" || arch == "gemma3", phi3 = arch == "phi3";
+  const size_t experts = meta_u64(ct, p + "expert_count", 4096, 0);
+  const size_t used = meta_u64(ct, p + "expert_used_count", 4096, experts ? 2 : 0);
+  const size_t expert_ffn = meta_u64(ct, p + "expert_feed_forward_length", kMaxDim, ffn);
+  if (experts && (used == 0 || used > experts || expert_ffn == 0))
+    throw Error(ErrorKind::InvalidArgument, "gguf: expert_used_count must be in [1, expert_count]");
+  const bool norm_topk = meta_bool(ct, p + "expert_weights_norm", true);
+  // sliding-window layers: gemma2 every other one from the first; gemma3 all but every
+  // sliding_window_pattern-th (llama.cpp's default 6); others where the key is given, all
+  const std::optional<size_t> window =
+      ct.find(p + "attention.sliding_window")
+          ? std::optional<size_t>(meta_u64(ct, p + "attention.sliding_window", kMaxPositions))
+          : std::nullopt;
+  const size_t pattern =
+      arch == "gemma2" ? 2 : meta_u64(ct, p + "attention.sliding_window_pattern", kMaxLayers, 6);
+  if (pattern == 0)
+    throw Error(ErrorKind::InvalidArgument, "gguf: attention.sliding_window_pattern must be > 0");
+  auto sliding = [&](size_t i) {
+    if (!window || *window == 0) return false;
+    if (arch == "gemma2" || arch == "gemma3") return i % pattern < pattern - 1;
+    return true;
+  };
   std::vector<detail::DecoderLayer> layers;
   layers.reserve(n_layers);
   for (size_t i = 0; i < n_layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
+    std::optional<detail::Proj> q, k, v, gate, up, down;
+    if (phi3) {
+      // fused projections: attn_qkv rows are q, k, v; ffn_up rows are gate, up
+      const quantized::QTensor qkv =
+          qtensor(ct, b + "attn_qkv.weight", Shape{(heads + 2 * kv_heads) * hd, dim}, Device::cpu());
+      q = proj_of(qkv.narrow(0, heads * hd, device));
+      k = proj_of(qkv.narrow(heads * hd, kv_heads * hd, device));
+      v = proj_of(qkv.narrow((heads + kv_heads) * hd, kv_heads * hd, device));
+      const quantized::QTensor gu = qtensor(ct, b + "ffn_up.weight", Shape{2 * ffn, dim}, Device::cpu());
+      gate = proj_of(gu.narrow(0, ffn, device));
+      up = proj_of(gu.narrow(ffn, ffn, device));
+    } else {
+      q = proj(ct, b + "attn_q", Shape{heads * hd, dim}, device, qwen2);
+      k = proj(ct, b + "attn_k", Shape{kv_heads * hd, dim}, device, qwen2);
+      v = proj(ct, b + "attn_v", Shape{kv_heads * hd, dim}, device, qwen2);
+    }
+    std::optional<detail::MoeMlp> moe;
+    if (experts && has(ct, b + "ffn_gate_exps.weight")) {
+      moe = moe_layer(ct, b, experts, used, expert_ffn, dim, norm_topk, device);
+    } else {
+      if (!gate) {
+        gate = proj(ct, b + "ffn_gate", Shape{ffn, dim}, device);
+        up = proj(ct, b + "ffn_up", Shape{ffn, dim}, device);
+      }
+      down = proj(ct, b + "ffn_down", Shape{dim, ffn}, device);
+    }
     detail::DecoderLayer l{dense(ct, b + "attn_norm.weight", Shape{dim}, device),
                            dense(ct, b + "ffn_norm.weight", Shape{dim}, device),
                            std::nullopt,
                            std::nullopt,
-                           proj(ct, b + "attn_q", Shape{heads * hd, dim}, device, qwen2),
-                           proj(ct, b + "attn_k", Shape{kv_heads * hd, dim}, device, qwen2),
-                           proj(ct, b + "attn_v", Shape{kv_heads * hd, dim}, device, qwen2),
+                           std::move(*q),
+                           std::move(*k),
+                           std::move(*v),
                            proj(ct, b + "attn_output", Shape{dim, heads * hd}, device),
-                           proj(ct, b + "ffn_gate", Shape{ffn, dim}, device),
-                           proj(ct, b + "ffn_up", Shape{ffn, dim}, device),
-                           proj(ct, b + "ffn_down", Shape{dim, ffn}, device),
-                           std::nullopt,
+                           std::move(gate),
+                           std::move(up),
+                           std::move(down),
+                           sliding(i) ? window : std::nullopt,
                            std::nullopt,
                            std::nullopt,
                            0,
-                           std::nullopt,
+                           std::move(moe),
                            std::nullopt,
                            std::nullopt};
-    if (qwen3) {
+    if (qk_norm) {
       l.q_norm = dense(ct, b + "attn_q_norm.weight", Shape{hd}, device);
       l.k_norm = dense(ct, b + "attn_k_norm.weight", Shape{hd}, device);
     }
+    if (post_norms) {
+      l.post_attn_norm = dense(ct, b + "post_attention_norm.weight", Shape{dim}, device);
+      l.post_ffn_norm = dense(ct, b + "post_ffw_norm.weight", Shape{dim}, device);
+    }
+    if (arch == "gemma3" && l.window) l.rope_set = 1;  // the local layers rotate with their own base
     layers.push_back(std::move(l));
   }
   Tensor norm = dense(ct, "output_norm.weight", Shape{dim}, device);
@@ -183,7 +270,24 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   spec.eps = eps;
   spec.interleaved_rope = arch == "llama";
   spec.inv_freqs = {std::move(inv_freq)};
+  if (arch == "gemma3")
+    spec.inv_freqs.push_back(llama::rope_inv_freq(hd, meta_f64(ct, p + "rope.freq_base_swa", 10000.0), {}));
   spec.max_seq_len = ctx;
+  if (gemma) {
+    // llama.cpp's gemma: embeddings times sqrt(dim), gelu (tanh) MLPs, the converter's norms
+    // already 1 + w; gemma2 / gemma3 scale queries by 1 / sqrt(head size), or by 1 / sqrt(dim /
+    // heads) in their 27B shapes (46 and 62 layers), and gemma2 caps logits
+    spec.embed_scale = std::sqrt(static_cast<double>(dim));
+    spec.gelu_mlp = true;
+    if ((arch == "gemma2" && n_layers == 46) || (arch == "gemma3" && n_layers == 62))
+      spec.attn_scale = 1.0 / std::sqrt(static_cast<double>(dim / heads));
+    if (arch == "gemma2") {
+      const double a_cap = meta_f64(ct, p + "attn_logit_softcapping", 50.0);
+      const double f_cap = meta_f64(ct, p + "final_logit_softcapping", 30.0);
+      if (a_cap > 0.0) spec.attn_softcap = a_cap;
+      if (f_cap > 0.0) spec.final_softcap = f_cap;
+    }
+  }
   auto impl = std::make_shared<Impl>(
       Impl{arch, detail::Decoder(std::move(spec), embed, std::move(layers), norm, std::move(head)), {}});
   impl->caches.reserve(n_layers);

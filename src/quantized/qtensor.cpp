@@ -140,6 +140,34 @@ QTensor QTensor::cat_rows(std::span<const QTensor* const> parts) {
   return from_bytes(std::move(bytes), view, shape, a.dtype(), a.device());
 }
 
+QTensor QTensor::narrow(size_t start, size_t len, const Device& device) const {
+  const auto& d = shape_.dims();
+  if (d.size() < 2 || start > d[0] || len > d[0] - start)
+    throw Error(ErrorKind::IndexOutOfRange, "QTensor::narrow: rows " + std::to_string(start) + ".." +
+                                                std::to_string(start + len) + " of a " +
+                                                std::string(ggml_dtype_name(dtype_)) + " QTensor of shape " +
+                                                shape_.to_string());
+  std::vector<size_t> sub(d.begin(), d.end());
+  sub[0] = 1;
+  const size_t row = qtensor_bytes(Shape(sub), dtype_);
+  sub[0] = len;
+  std::shared_ptr<const void> owner = owner_;
+  std::span<const uint8_t> bytes = bytes_;
+  if (bytes.empty()) {  // the blocks live on a device only
+    auto host = std::make_shared<std::vector<uint8_t>>(host_bytes());
+    bytes = std::span<const uint8_t>(host->data(), host->size());
+    owner = std::move(host);
+  }
+  return from_bytes(std::move(owner), bytes.subspan(start * row, len * row), Shape(sub), dtype_, device);
+}
+
+QTensor QTensor::get(size_t i, const Device& device) const {
+  QTensor r = narrow(i, 1, device);
+  const auto& d = r.shape_.dims();
+  r.shape_ = Shape(std::vector<size_t>(d.begin() + 1, d.end()));
+  return r;
+}
+
 std::vector<uint8_t> QTensor::host_bytes() const {
   if (bytes_.empty() && device_blocks_.defined())
     return device_blocks_.to_device(Device::cpu()).to_vec1<uint8_t>();

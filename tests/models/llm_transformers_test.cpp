@@ -225,3 +225,143 @@ TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
     EXPECT_EQ(seq, e.greedy) << family;
   }
 }
+
+// The GGUF path of the other families: the fixtures' weights written as an f32 GGUF under
+// llama.cpp's names and conventions (its converter's): gemma's norms stored as 1 + w, gemma2 /
+// gemma3's post norms (post_attention_norm, post_ffw_norm) and gemma3's local rope base
+// (rope.freq_base_swa) and sliding-window pattern, phi3's fused attn_qkv and ffn_up (gate | up),
+// the experts of mixtral (general.architecture llama: q / k rows permuted for the interleaved
+// rope) and qwen3moe as one [experts, ffn, dim] tensor each; loaded by quantized_llama, against
+// transformers' logits and greedy tokens.
+TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
+  namespace gg = quantized::gguf_file;
+  for (const std::string family : {"gemma", "gemma2", "gemma3", "phi3", "mixtral", "qwen3_moe"}) {
+    auto w = safetensors::load(dir(family) + "/model.safetensors", Device::cpu());
+    auto cfg = nlohmann::json::parse(std::ifstream(dir(family) + "/config.json"));
+    const bool gemma = family.rfind("gemma", 0) == 0, post = family == "gemma2" || family == "gemma3";
+    const size_t heads = cfg["num_attention_heads"].get<size_t>(),
+                 kv = cfg["num_key_value_heads"].get<size_t>();
+    const size_t hidden = cfg["hidden_size"].get<size_t>(), layers = cfg["num_hidden_layers"].get<size_t>();
+    const size_t hd = cfg.contains("head_dim") && cfg["head_dim"].is_number() ? cfg["head_dim"].get<size_t>()
+                                                                              : hidden / heads;
+    const size_t experts = cfg.value("num_local_experts", size_t{0});
+    gg::TensorList tensors;
+    auto put_t = [&](const std::string& name, const Tensor& t) {
+      tensors.emplace_back(name,
+                           quantized::QTensor::quantize(t.to_dtype(DType::F32), quantized::GgmlDType::F32));
+    };
+    auto put = [&](const std::string& name, const std::string& hf) { put_t(name, w.at(hf)); };
+    auto put_norm = [&](const std::string& name, const std::string& hf) {
+      put_t(name, gemma ? w.at(hf).to_dtype(DType::F32) + 1.0 : w.at(hf));
+    };
+    // llama.cpp's permutation of q / k rows for general.architecture llama
+    auto permuted = [&](const std::string& hf, size_t n) {
+      Tensor t = w.at(hf);
+      return t.reshape({n, 2, hd / 2, hidden}).transpose(1, 2).contiguous().reshape({n * hd, hidden});
+    };
+    auto stacked = [&](const std::string& pre, const std::string& post_name) {
+      std::vector<Tensor> parts;
+      for (size_t e = 0; e < experts; ++e)
+        parts.push_back(w.at(pre + std::to_string(e) + post_name).unsqueeze(0));
+      return Tensor::cat(parts, 0);
+    };
+    put("token_embd.weight", "model.embed_tokens.weight");
+    put_norm("output_norm.weight", "model.norm.weight");
+    if (w.count("lm_head.weight")) put("output.weight", "lm_head.weight");
+    for (size_t i = 0; i < layers; ++i) {
+      const std::string b = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
+      put_norm(b + "attn_norm.weight", h + "input_layernorm.weight");
+      put_norm(b + "ffn_norm.weight",
+               h + (post ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+      if (post) {
+        put_norm(b + "post_attention_norm.weight", h + "post_attention_layernorm.weight");
+        put_norm(b + "post_ffw_norm.weight", h + "post_feedforward_layernorm.weight");
+      }
+      if (family == "phi3") {
+        put(b + "attn_qkv.weight", h + "self_attn.qkv_proj.weight");
+      } else if (family == "mixtral") {
+        put_t(b + "attn_q.weight", permuted(h + "self_attn.q_proj.weight", heads));
+        put_t(b + "attn_k.weight", permuted(h + "self_attn.k_proj.weight", kv));
+        put(b + "attn_v.weight", h + "self_attn.v_proj.weight");
+      } else {
+        for (const char* p : {"q", "k", "v"})
+          put(b + "attn_" + p + ".weight", h + "self_attn." + p + "_proj.weight");
+      }
+      put(b + "attn_output.weight", h + "self_attn.o_proj.weight");
+      if (family == "gemma3" || family == "qwen3_moe") {
+        put_norm(b + "attn_q_norm.weight", h + "self_attn.q_norm.weight");
+        put_norm(b + "attn_k_norm.weight", h + "self_attn.k_norm.weight");
+      }
+      if (family == "phi3") {
+        put(b + "ffn_up.weight", h + "mlp.gate_up_proj.weight");
+        put(b + "ffn_down.weight", h + "mlp.down_proj.weight");
+      } else if (family == "mixtral") {
+        const std::string m = h + "block_sparse_moe.";
+        put(b + "ffn_gate_inp.weight", m + "gate.weight");
+        put_t(b + "ffn_gate_exps.weight", stacked(m + "experts.", ".w1.weight"));
+        put_t(b + "ffn_up_exps.weight", stacked(m + "experts.", ".w3.weight"));
+        put_t(b + "ffn_down_exps.weight", stacked(m + "experts.", ".w2.weight"));
+      } else if (family == "qwen3_moe") {
+        put(b + "ffn_gate_inp.weight", h + "mlp.gate.weight");
+        put_t(b + "ffn_gate_exps.weight", stacked(h + "mlp.experts.", ".gate_proj.weight"));
+        put_t(b + "ffn_up_exps.weight", stacked(h + "mlp.experts.", ".up_proj.weight"));
+        put_t(b + "ffn_down_exps.weight", stacked(h + "mlp.experts.", ".down_proj.weight"));
+      } else {
+        for (const char* p : {"gate", "up", "down"})
+          put(b + "ffn_" + p + ".weight", h + "mlp." + p + "_proj.weight");
+      }
+    }
+    const std::string arch = family == "mixtral" ? "llama" : (family == "qwen3_moe" ? "qwen3moe" : family);
+    const std::string a = arch + ".";
+    const auto& rope = cfg["rope_parameters"];
+    const float theta =
+        (rope.contains("full_attention") ? rope["full_attention"] : rope)["rope_theta"].get<float>();
+    gg::MetadataList meta{
+        {"general.architecture", arch},
+        {a + "context_length", cfg["max_position_embeddings"].get<uint32_t>()},
+        {a + "embedding_length", static_cast<uint32_t>(hidden)},
+        {a + "block_count", static_cast<uint32_t>(layers)},
+        {a + "feed_forward_length", cfg["intermediate_size"].get<uint32_t>()},
+        {a + "attention.head_count", static_cast<uint32_t>(heads)},
+        {a + "attention.head_count_kv", static_cast<uint32_t>(kv)},
+        {a + "attention.key_length", static_cast<uint32_t>(hd)},
+        {a + "attention.value_length", static_cast<uint32_t>(hd)},
+        {a + "attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"].get<float>()},
+        {a + "rope.freq_base", theta},
+    };
+    if (family == "gemma2" || family == "gemma3")
+      meta.emplace_back(a + "attention.sliding_window", cfg["sliding_window"].get<uint32_t>());
+    if (family == "gemma2") {
+      meta.emplace_back(a + "attn_logit_softcapping", cfg["attn_logit_softcapping"].get<float>());
+      meta.emplace_back(a + "final_logit_softcapping", cfg["final_logit_softcapping"].get<float>());
+    }
+    if (family == "gemma3") {
+      meta.emplace_back(a + "attention.sliding_window_pattern",
+                        cfg["sliding_window_pattern"].get<uint32_t>());
+      meta.emplace_back(a + "rope.freq_base_swa", rope["sliding_attention"]["rope_theta"].get<float>());
+    }
+    if (experts) {
+      meta.emplace_back(a + "expert_count", static_cast<uint32_t>(experts));
+      meta.emplace_back(a + "expert_used_count", cfg["num_experts_per_tok"].get<uint32_t>());
+      if (cfg.contains("moe_intermediate_size"))
+        meta.emplace_back(a + "expert_feed_forward_length", cfg["moe_intermediate_size"].get<uint32_t>());
+    }
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("candle-test-" + family + ".gguf")).string();
+    gg::write(path, meta, tensors);
+    auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
+    std::filesystem::remove(path);
+    EXPECT_EQ(lm->architecture(), arch);
+    Expected e = expected(family);
+    Tensor last = lm->forward(ids(e.prompt), 0);
+    const size_t t = e.prompt.size();
+    float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
+    EXPECT_LT(d, kExact) << family;
+    std::vector<uint32_t> seq = e.prompt;
+    for (size_t i = 0; i + t < e.greedy.size(); ++i) {
+      seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
+      last = lm->forward(ids({seq.back()}), seq.size() - 1);
+    }
+    EXPECT_EQ(seq, e.greedy) << family;
+  }
+}

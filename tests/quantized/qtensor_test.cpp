@@ -98,6 +98,27 @@ TEST(QTensor, CatRowsStacksTheBlocksOfTheParts) {
   EXPECT_THROW(QTensor::cat_rows(std::span<const QTensor* const>{}), Error);
 }
 
+// narrow / get: rows of a QTensor, or the i-th matrix of a stack of them (an MoE layer's experts),
+// as views of the same bytes on the CPU: their values are the whole's rows
+TEST(QTensor, NarrowAndGetAreTheRowsOfTheWhole) {
+  const Tensor t = arange_f32(3 * 4 * 64, {3, 4, 64}) * 0.01;
+  const QTensor q = QTensor::quantize(t, GgmlDType::Q8_0);
+  const Tensor all = q.dequantize(Device::cpu());
+  const QTensor e = q.get(2, Device::cpu());
+  EXPECT_EQ(e.shape(), (Shape{4, 64}));
+  EXPECT_EQ(e.data().data(), q.data().data() + 2 * q.data().size() / 3) << "a view, not a copy";
+  EXPECT_EQ(e.dequantize(Device::cpu()).flatten_to_vec<float>(), all.get(2).flatten_to_vec<float>());
+  const QTensor m = QTensor::quantize(t.reshape({12, 64}), GgmlDType::Q8_0);
+  const QTensor r = m.narrow(5, 4, Device::cpu());
+  EXPECT_EQ(r.shape(), (Shape{4, 64}));
+  EXPECT_EQ(r.dequantize(Device::cpu()).flatten_to_vec<float>(),
+            m.dequantize(Device::cpu()).narrow(0, 5, 4).flatten_to_vec<float>());
+  EXPECT_EQ(m.narrow(12, 0, Device::cpu()).shape(), (Shape{0, 64}));
+  EXPECT_THROW(m.narrow(10, 3, Device::cpu()), Error);
+  EXPECT_THROW(q.get(3, Device::cpu()), Error);
+  EXPECT_THROW(QTensor::quantize(arange_f32(64, {64}), GgmlDType::Q8_0).get(0, Device::cpu()), Error);
+}
+
 // quantize reads a contiguous f32 tensor in place and converts anything else once: a transposed
 // view, an f16 tensor and a narrowed one give the blocks of their contiguous f32 values
 TEST(QTensor, QuantizeTakesViewsAndOtherFloatTypes) {

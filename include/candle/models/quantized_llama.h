@@ -7,6 +7,15 @@
 // LLAMA_ROPE_TYPE_NORM. "qwen2" and "qwen3": the NEOX layout (halves, rope), q/k/v biases for
 // qwen2 and the q/k RmsNorms (attn_q_norm / attn_k_norm) for qwen3. rope_freqs.weight (llama 3.1
 // GGUFs) divides the frequencies; {arch}.rope.scaling.type "linear" divides the positions.
+// MoE: {arch}.expert_count / expert_used_count (mixtral is "llama" with experts; "qwen3moe" adds
+// expert_feed_forward_length), the router ffn_gate_inp and the experts as ffn_{gate,up,down}_exps
+// [experts, ...]. "gemma", "gemma2", "gemma3": norms stored as 1 + w (llama.cpp's converter),
+// embeddings scaled by sqrt(dim), gelu MLPs; gemma2 / gemma3 post_attention_norm and post_ffw_norm,
+// attention.sliding_window on every other layer (gemma2) or all but every
+// attention.sliding_window_pattern-th (gemma3, default 6), gemma2's logit soft-caps, gemma3's q/k
+// norms and local rope base rope.freq_base_swa (default 10000). "phi3": the fused attn_qkv and
+// ffn_up (gate | up) split into their parts. Tested against transformers through GGUFs written from
+// the fixtures (tests/models/llm_transformers_test.cpp).
 #pragma once
 
 #include <memory>

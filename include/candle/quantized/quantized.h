@@ -40,6 +40,11 @@ class QTensor {
   Tensor dequantize(const Device& device) const;
   Tensor dequantize_f16(const Device& device) const;
   // the raw blocks
+  // Sub-tensors along the first dim (rank >= 2), their blocks on `device`: rows start..start+len
+  // (the same rank), or the i-th one without that dim (an MoE layer's experts stored as one
+  // [experts, n, k] tensor). On the CPU a view of these bytes; elsewhere those rows uploaded.
+  QTensor narrow(size_t start, size_t len, const Device& device) const;
+  QTensor get(size_t i, const Device& device) const;
   std::span<const uint8_t> data() const { return bytes_; }
   GgmlDType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
