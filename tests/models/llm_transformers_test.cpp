@@ -3,6 +3,7 @@
 // logits computed in f32 from those weights with eager attention, the greedy continuation by full
 // recomputation at every step).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -17,6 +18,8 @@
 #include "candle/models/causal_lm.h"
 #include "candle/quantized/gguf_file.h"
 #include "candle/quantized/quantized.h"
+#include "models/program_util.h"
+#include "quantized/gguf_test_util.h"
 
 using namespace candle;
 
@@ -232,9 +235,14 @@ TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
 // (rope.freq_base_swa) and sliding-window pattern, phi3's fused attn_qkv and ffn_up (gate | up),
 // the experts of mixtral (general.architecture llama: q / k rows permuted for the interleaved
 // rope) and qwen3moe as one [experts, ffn, dim] tensor each; loaded by quantized_llama, against
-// transformers' logits and greedy tokens.
+// transformers' logits and greedy tokens, and run by llama.cpp to the same greedy tokens.
 TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
   namespace gg = quantized::gguf_file;
+  const bool llama_cpp =
+      std::system("python3 -c 'import ctypes' >/dev/null 2>&1") == 0 &&
+      std::filesystem::exists(quantized::test::source_path(
+          "tools/peers/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so"));
+  if (!llama_cpp) std::printf("llama.cpp's libllama or python3 is missing: only transformers is compared\n");
   for (const std::string family : {"gemma", "gemma2", "gemma3", "phi3", "mixtral", "qwen3_moe"}) {
     auto w = safetensors::load(dir(family) + "/model.safetensors", Device::cpu());
     auto cfg = nlohmann::json::parse(std::ifstream(dir(family) + "/config.json"));
@@ -346,10 +354,43 @@ TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
       if (cfg.contains("moe_intermediate_size"))
         meta.emplace_back(a + "expert_feed_forward_length", cfg["moe_intermediate_size"].get<uint32_t>());
     }
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("candle-test-" + family + ".gguf")).string();
+    // a stand-in vocabulary (llama.cpp loads no model without one; the loader here ignores it)
+    const size_t vocab = cfg["vocab_size"].get<size_t>();
+    std::vector<gg::Value> tok, score, type;
+    for (size_t i = 0; i < vocab; ++i) {
+      tok.emplace_back(i == 0   ? std::string("<unk>")
+                       : i == 1 ? "<s>"
+                       : i == 2 ? "</s>"
+                                : "t" + std::to_string(i));
+      score.emplace_back(0.0f);
+      type.emplace_back(static_cast<int32_t>(i == 0 ? 2 : i < 3 ? 3 : 1));
+    }
+    meta.emplace_back("tokenizer.ggml.model", "llama");
+    meta.emplace_back("tokenizer.ggml.tokens", gg::Value::array(gg::ValueType::String, tok));
+    meta.emplace_back("tokenizer.ggml.scores", gg::Value::array(gg::ValueType::F32, score));
+    meta.emplace_back("tokenizer.ggml.token_type", gg::Value::array(gg::ValueType::I32, type));
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("candle-test-" + family + "-" + std::to_string(::getpid()) + ".gguf"))
+                                 .string();
     gg::write(path, meta, tensors);
     auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
+    // llama.cpp on the same file (its prebuilt libllama through tools/llama_run.py, attention in
+    // f32): transformers' greedy tokens too, which shows the file follows llama.cpp's conventions
+    if (llama_cpp) {
+      std::string toks;
+      for (uint32_t x : expected(family).prompt) toks += (toks.empty() ? "" : ",") + std::to_string(x);
+      auto r = test_models::run(
+          "python3 '" + quantized::test::source_path("tools/llama_run.py") + "' '" + path +
+              "' --threads 1 --kv-f32 --greedy " +
+              std::to_string(expected(family).greedy.size() - expected(family).prompt.size()) + " --tokens " +
+              toks,
+          true);
+      const auto at = r.out.rfind("GREEDY ");
+      ASSERT_TRUE(r.rc == 0 && at != std::string::npos) << family << ": " << r.out << r.err;
+      const auto g = nlohmann::json::parse(r.out.substr(at + 7, r.out.find('\n', at) - at - 7));
+      EXPECT_EQ(g["greedy"].get<std::vector<uint32_t>>(), expected(family).greedy)
+          << family << " in llama.cpp";
+    }
     std::filesystem::remove(path);
     EXPECT_EQ(lm->architecture(), arch);
     Expected e = expected(family);
