@@ -156,7 +156,7 @@ Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> 
       final_norm_(std::move(final_norm)),
       lm_head_(std::move(lm_head)) {
   for (const auto& f : spec_.inv_freqs) {
-    if (f.size() * 2 != spec_.head_dim)
+    if (f.size() * 2 != spec_.rotary_dim() || spec_.rotary_dim() > spec_.head_dim)
       throw Error(ErrorKind::Internal, "decoder: rope frequencies do not match the head size");
     auto [c, s] = compute_tables(f, 0, std::min(spec_.max_seq_len, kTablePositions), embeddings_.device());
     cos_tables_.push_back(c);
@@ -201,8 +201,14 @@ std::tuple<Tensor, Tensor, Tensor> Decoder::qkv(const DecoderLayer& l, const Ten
     if (norm) h = nn::ops::rms_norm(h, *norm, static_cast<float>(spec_.eps));
     return h.transpose(1, 2).contiguous();
   };
-  auto rope = [&](const Tensor& h) {
+  auto rotate = [&](const Tensor& h) {
     return spec_.interleaved_rope ? nn::rotary_emb::rope_i(h, cos, sin) : nn::rotary_emb::rope(h, cos, sin);
+  };
+  // partial rotary: the first rotary_dim() dims of each head turn, the rest pass through
+  const size_t rd = spec_.rotary_dim();
+  auto rope = [&](const Tensor& h) {
+    if (rd == hd) return rotate(h);
+    return Tensor::cat({rotate(h.narrow(3, 0, rd).contiguous()), h.narrow(3, rd, hd - rd)}, 3);
   };
   if (l.qkv) {
     Tensor y = l.qkv->forward(x);

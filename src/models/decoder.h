@@ -58,7 +58,9 @@ struct DecoderSpec {
   size_t heads = 0, kv_heads = 0, head_dim = 0;
   double eps = 1e-6;
   bool interleaved_rope = false;              // rope_i (llama GGUFs) instead of rope (halves)
-  std::vector<std::vector<float>> inv_freqs;  // one or more sets of head_dim / 2 frequencies
+  std::vector<std::vector<float>> inv_freqs;  // one or more sets of rotary_dim() / 2 frequencies
+  size_t rope_dim = 0;                        // rotated dims of a head (partial rotary); 0: all
+  size_t rotary_dim() const { return rope_dim ? rope_dim : head_dim; }
   size_t max_seq_len = 4096;
   double attn_scale = 0.0;   // 0: 1 / sqrt(head_dim)
   double embed_scale = 0.0;  // 0: none (gemma: sqrt(hidden))

@@ -244,10 +244,13 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
     }
   }
   for (const json* o : std::initializer_list<const json*>{&j, find(j, "rope_parameters")}) {
-    if (o && o->is_object() && find(*o, "partial_rotary_factor") &&
-        get_double(*o, "partial_rotary_factor", 1.0) != 1.0)
-      throw Error(ErrorKind::UnsupportedOp,
-                  "config.json: partial_rotary_factor other than 1 is not supported");
+    if (o && o->is_object() && find(*o, "partial_rotary_factor")) {
+      c.partial_rotary_factor = get_double(*o, "partial_rotary_factor", 1.0);
+      const double dims = c.partial_rotary_factor * static_cast<double>(c.head_dim);
+      if (!(c.partial_rotary_factor > 0.0 && c.partial_rotary_factor <= 1.0) ||
+          static_cast<size_t>(dims) % 2 != 0 || static_cast<size_t>(dims) == 0)
+        throw config_error("partial_rotary_factor", "must be in (0, 1] and give an even number of rotated dims");
+    }
   }
   if (mt == "mistral" || mt == "mixtral" || mt == "phi3" || mt == "gemma2" || mt == "gemma3_text") {
     if (find(j, "sliding_window")) c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
@@ -457,8 +460,11 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
   spec.head_dim = hd;
   spec.eps = cfg.rms_norm_eps;
   spec.interleaved_rope = false;
-  spec.inv_freqs = {rope_inv_freq(hd, cfg.rope_theta, cfg.rope_scaling)};
-  if (cfg.rope_local_theta) spec.inv_freqs.push_back(rope_inv_freq(hd, *cfg.rope_local_theta, RopeScaling{}));
+  // transformers' int(head_dim * partial_rotary_factor) rotated dims
+  spec.rope_dim = static_cast<size_t>(cfg.partial_rotary_factor * static_cast<double>(hd));
+  spec.inv_freqs = {rope_inv_freq(spec.rope_dim, cfg.rope_theta, cfg.rope_scaling)};
+  if (cfg.rope_local_theta)
+    spec.inv_freqs.push_back(rope_inv_freq(spec.rope_dim, *cfg.rope_local_theta, RopeScaling{}));
   spec.max_seq_len = cfg.max_position_embeddings;
   if (cfg.query_pre_attn_scalar) spec.attn_scale = 1.0 / std::sqrt(*cfg.query_pre_attn_scalar);
   if (cfg.embed_scale) spec.embed_scale = std::sqrt(static_cast<double>(h));

@@ -140,10 +140,10 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   const size_t rope_dim = meta_u64(ct, p + "rope.dimension_count", kMaxDim, hd);
   if (hd == 0 || hd % 2 != 0 || heads * hd > kMaxDim)
     throw Error(ErrorKind::InvalidArgument, "gguf: the head size must be even and > 0");
-  if (rope_dim != hd)
-    throw Error(ErrorKind::UnsupportedOp, "gguf: partial rotary embeddings (rope.dimension_count " +
-                                              std::to_string(rope_dim) + " of head size " +
-                                              std::to_string(hd) + ") are not supported");
+  if (rope_dim == 0 || rope_dim % 2 != 0 || rope_dim > hd)
+    throw Error(ErrorKind::InvalidArgument, "gguf: rope.dimension_count " + std::to_string(rope_dim) +
+                                                " must be even, > 0 and at most the head size " +
+                                                std::to_string(hd));
   const double eps = meta_f64(ct, p + "attention.layer_norm_rms_epsilon", 1e-5);
   const double theta = meta_f64(ct, p + "rope.freq_base", 10000.0);
   if (!(theta > 0.0) || !(eps >= 0.0))
@@ -162,9 +162,9 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
                   "gguf: rope scaling '" + io::excerpt(type, 40) + "' is not supported");
     }
   }
-  std::vector<float> inv_freq = llama::rope_inv_freq(hd, theta, scaling);
+  std::vector<float> inv_freq = llama::rope_inv_freq(rope_dim, theta, scaling);
   if (ct.tensor_infos.count("rope_freqs.weight")) {
-    std::vector<float> f = dense(ct, "rope_freqs.weight", Shape{hd / 2}, device).to_vec1<float>();
+    std::vector<float> f = dense(ct, "rope_freqs.weight", Shape{rope_dim / 2}, device).to_vec1<float>();
     for (size_t i = 0; i < f.size(); ++i) {
       if (!(f[i] > 0.0f)) throw Error(ErrorKind::InvalidArgument, "gguf: rope_freqs.weight must be > 0");
       inv_freq[i] /= f[i];
@@ -269,9 +269,10 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   spec.head_dim = hd;
   spec.eps = eps;
   spec.interleaved_rope = arch == "llama";
+  spec.rope_dim = rope_dim;
   spec.inv_freqs = {std::move(inv_freq)};
   if (arch == "gemma3")
-    spec.inv_freqs.push_back(llama::rope_inv_freq(hd, meta_f64(ct, p + "rope.freq_base_swa", 10000.0), {}));
+    spec.inv_freqs.push_back(llama::rope_inv_freq(rope_dim, meta_f64(ct, p + "rope.freq_base_swa", 10000.0), {}));
   spec.max_seq_len = ctx;
   if (gemma) {
     // llama.cpp's gemma: embeddings times sqrt(dim), gelu (tanh) MLPs, the converter's norms

@@ -229,6 +229,174 @@ TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
   }
 }
 
+namespace {
+
+namespace gg = quantized::gguf_file;
+
+// The fixture `family` as an f32 GGUF at `path` under llama.cpp's names and conventions (see the
+// test below), with a stand-in vocabulary and `extra` metadata; returns general.architecture.
+std::string write_fixture_gguf(const std::string& family, const std::string& path,
+                               const gg::MetadataList& extra = {}) {
+  auto w = safetensors::load(dir(family) + "/model.safetensors", Device::cpu());
+  auto cfg = nlohmann::json::parse(std::ifstream(dir(family) + "/config.json"));
+  const bool gemma = family.rfind("gemma", 0) == 0, post = family == "gemma2" || family == "gemma3";
+  const size_t heads = cfg["num_attention_heads"].get<size_t>(),
+               kv = cfg["num_key_value_heads"].get<size_t>();
+  const size_t hidden = cfg["hidden_size"].get<size_t>(), layers = cfg["num_hidden_layers"].get<size_t>();
+  const size_t hd = cfg.contains("head_dim") && cfg["head_dim"].is_number() ? cfg["head_dim"].get<size_t>()
+                                                                            : hidden / heads;
+  const size_t experts = cfg.value("num_local_experts", size_t{0});
+  gg::TensorList tensors;
+  auto put_t = [&](const std::string& name, const Tensor& t) {
+    tensors.emplace_back(name,
+                         quantized::QTensor::quantize(t.to_dtype(DType::F32), quantized::GgmlDType::F32));
+  };
+  auto put = [&](const std::string& name, const std::string& hf) { put_t(name, w.at(hf)); };
+  auto put_norm = [&](const std::string& name, const std::string& hf) {
+    put_t(name, gemma ? w.at(hf).to_dtype(DType::F32) + 1.0 : w.at(hf));
+  };
+  // llama.cpp's permutation of q / k rows for general.architecture llama
+  auto permuted = [&](const std::string& hf, size_t n) {
+    Tensor t = w.at(hf);
+    return t.reshape({n, 2, hd / 2, hidden}).transpose(1, 2).contiguous().reshape({n * hd, hidden});
+  };
+  auto stacked = [&](const std::string& pre, const std::string& post_name) {
+    std::vector<Tensor> parts;
+    for (size_t e = 0; e < experts; ++e)
+      parts.push_back(w.at(pre + std::to_string(e) + post_name).unsqueeze(0));
+    return Tensor::cat(parts, 0);
+  };
+  put("token_embd.weight", "model.embed_tokens.weight");
+  put_norm("output_norm.weight", "model.norm.weight");
+  if (w.count("lm_head.weight")) put("output.weight", "lm_head.weight");
+  for (size_t i = 0; i < layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
+    put_norm(b + "attn_norm.weight", h + "input_layernorm.weight");
+    put_norm(b + "ffn_norm.weight",
+             h + (post ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
+    if (post) {
+      put_norm(b + "post_attention_norm.weight", h + "post_attention_layernorm.weight");
+      put_norm(b + "post_ffw_norm.weight", h + "post_feedforward_layernorm.weight");
+    }
+    if (family == "phi3") {
+      put(b + "attn_qkv.weight", h + "self_attn.qkv_proj.weight");
+    } else if (family == "mixtral") {
+      put_t(b + "attn_q.weight", permuted(h + "self_attn.q_proj.weight", heads));
+      put_t(b + "attn_k.weight", permuted(h + "self_attn.k_proj.weight", kv));
+      put(b + "attn_v.weight", h + "self_attn.v_proj.weight");
+    } else {
+      for (const char* p : {"q", "k", "v"})
+        put(b + "attn_" + p + ".weight", h + "self_attn." + p + "_proj.weight");
+    }
+    put(b + "attn_output.weight", h + "self_attn.o_proj.weight");
+    if (family == "gemma3" || family == "qwen3_moe") {
+      put_norm(b + "attn_q_norm.weight", h + "self_attn.q_norm.weight");
+      put_norm(b + "attn_k_norm.weight", h + "self_attn.k_norm.weight");
+    }
+    if (family == "phi3") {
+      put(b + "ffn_up.weight", h + "mlp.gate_up_proj.weight");
+      put(b + "ffn_down.weight", h + "mlp.down_proj.weight");
+    } else if (family == "mixtral") {
+      const std::string m = h + "block_sparse_moe.";
+      put(b + "ffn_gate_inp.weight", m + "gate.weight");
+      put_t(b + "ffn_gate_exps.weight", stacked(m + "experts.", ".w1.weight"));
+      put_t(b + "ffn_up_exps.weight", stacked(m + "experts.", ".w3.weight"));
+      put_t(b + "ffn_down_exps.weight", stacked(m + "experts.", ".w2.weight"));
+    } else if (family == "qwen3_moe") {
+      put(b + "ffn_gate_inp.weight", h + "mlp.gate.weight");
+      put_t(b + "ffn_gate_exps.weight", stacked(h + "mlp.experts.", ".gate_proj.weight"));
+      put_t(b + "ffn_up_exps.weight", stacked(h + "mlp.experts.", ".up_proj.weight"));
+      put_t(b + "ffn_down_exps.weight", stacked(h + "mlp.experts.", ".down_proj.weight"));
+    } else {
+      for (const char* p : {"gate", "up", "down"})
+        put(b + "ffn_" + p + ".weight", h + "mlp." + p + "_proj.weight");
+    }
+  }
+  const std::string arch = family == "mixtral" ? "llama" : (family == "qwen3_moe" ? "qwen3moe" : family);
+  const std::string a = arch + ".";
+  const auto& rope = cfg["rope_parameters"];
+  const float theta =
+      (rope.contains("full_attention") ? rope["full_attention"] : rope)["rope_theta"].get<float>();
+  gg::MetadataList meta{
+      {"general.architecture", arch},
+      {a + "context_length", cfg["max_position_embeddings"].get<uint32_t>()},
+      {a + "embedding_length", static_cast<uint32_t>(hidden)},
+      {a + "block_count", static_cast<uint32_t>(layers)},
+      {a + "feed_forward_length", cfg["intermediate_size"].get<uint32_t>()},
+      {a + "attention.head_count", static_cast<uint32_t>(heads)},
+      {a + "attention.head_count_kv", static_cast<uint32_t>(kv)},
+      {a + "attention.key_length", static_cast<uint32_t>(hd)},
+      {a + "attention.value_length", static_cast<uint32_t>(hd)},
+      {a + "attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"].get<float>()},
+      {a + "rope.freq_base", theta},
+  };
+  if (family == "gemma2" || family == "gemma3")
+    meta.emplace_back(a + "attention.sliding_window", cfg["sliding_window"].get<uint32_t>());
+  if (family == "gemma2") {
+    meta.emplace_back(a + "attn_logit_softcapping", cfg["attn_logit_softcapping"].get<float>());
+    meta.emplace_back(a + "final_logit_softcapping", cfg["final_logit_softcapping"].get<float>());
+  }
+  if (family == "gemma3") {
+    meta.emplace_back(a + "attention.sliding_window_pattern", cfg["sliding_window_pattern"].get<uint32_t>());
+    meta.emplace_back(a + "rope.freq_base_swa", rope["sliding_attention"]["rope_theta"].get<float>());
+  }
+  if (experts) {
+    meta.emplace_back(a + "expert_count", static_cast<uint32_t>(experts));
+    meta.emplace_back(a + "expert_used_count", cfg["num_experts_per_tok"].get<uint32_t>());
+    if (cfg.contains("moe_intermediate_size"))
+      meta.emplace_back(a + "expert_feed_forward_length", cfg["moe_intermediate_size"].get<uint32_t>());
+  }
+  // a stand-in vocabulary (llama.cpp loads no model without one; the loader here ignores it)
+  const size_t vocab = cfg["vocab_size"].get<size_t>();
+  std::vector<gg::Value> tok, score, type;
+  for (size_t i = 0; i < vocab; ++i) {
+    tok.emplace_back(i == 0   ? std::string("<unk>")
+                     : i == 1 ? "<s>"
+                     : i == 2 ? "</s>"
+                              : "t" + std::to_string(i));
+    score.emplace_back(0.0f);
+    type.emplace_back(static_cast<int32_t>(i == 0 ? 2 : i < 3 ? 3 : 1));
+  }
+  meta.emplace_back("tokenizer.ggml.model", "llama");
+  meta.emplace_back("tokenizer.ggml.tokens", gg::Value::array(gg::ValueType::String, tok));
+  meta.emplace_back("tokenizer.ggml.scores", gg::Value::array(gg::ValueType::F32, score));
+  meta.emplace_back("tokenizer.ggml.token_type", gg::Value::array(gg::ValueType::I32, type));
+  for (auto& kv : extra) meta.push_back(kv);
+  gg::write(path, meta, tensors);
+  return arch;
+}
+
+bool llama_cpp_available() {
+  return std::system("python3 -c 'import ctypes' >/dev/null 2>&1") == 0 &&
+         std::filesystem::exists(quantized::test::source_path(
+             "tools/peers/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so"));
+}
+
+// llama.cpp's greedy decoding of the GGUF at `path` (tools/llama_run.py --greedy, attention in f32):
+// the prompt then `n` tokens, and the logits after the prompt
+std::pair<std::vector<uint32_t>, std::vector<float>> llama_cpp_greedy(const std::string& path,
+                                                                      const std::vector<uint32_t>& prompt,
+                                                                      size_t n) {
+  std::string toks;
+  for (uint32_t x : prompt) toks += (toks.empty() ? "" : ",") + std::to_string(x);
+  auto r = test_models::run("python3 '" + quantized::test::source_path("tools/llama_run.py") + "' '" + path +
+                                "' --threads 1 --kv-f32 --greedy " + std::to_string(n) + " --tokens " + toks,
+                            true);
+  const auto at = r.out.rfind("GREEDY ");
+  EXPECT_TRUE(r.rc == 0 && at != std::string::npos) << path << ": " << r.out << r.err;
+  if (r.rc != 0 || at == std::string::npos) return {};
+  const auto g = nlohmann::json::parse(r.out.substr(at + 7, r.out.find('\n', at) - at - 7));
+  return {g["greedy"].get<std::vector<uint32_t>>(), g["prompt_last_logits"].get<std::vector<float>>()};
+}
+
+std::string temp_gguf(const std::string& what) {
+  return (std::filesystem::temp_directory_path() /
+          ("candle-test-" + what + "-" + std::to_string(::getpid()) + ".gguf"))
+      .string();
+}
+
+}  // namespace
+
 // The GGUF path of the other families: the fixtures' weights written as an f32 GGUF under
 // llama.cpp's names and conventions (its converter's): gemma's norms stored as 1 + w, gemma2 /
 // gemma3's post norms (post_attention_norm, post_ffw_norm) and gemma3's local rope base
@@ -237,163 +405,20 @@ TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
 // rope) and qwen3moe as one [experts, ffn, dim] tensor each; loaded by quantized_llama, against
 // transformers' logits and greedy tokens, and run by llama.cpp to the same greedy tokens.
 TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
-  namespace gg = quantized::gguf_file;
-  const bool llama_cpp =
-      std::system("python3 -c 'import ctypes' >/dev/null 2>&1") == 0 &&
-      std::filesystem::exists(quantized::test::source_path(
-          "tools/peers/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so"));
+  const bool llama_cpp = llama_cpp_available();
   if (!llama_cpp) std::printf("llama.cpp's libllama or python3 is missing: only transformers is compared\n");
   for (const std::string family : {"gemma", "gemma2", "gemma3", "phi3", "mixtral", "qwen3_moe"}) {
-    auto w = safetensors::load(dir(family) + "/model.safetensors", Device::cpu());
-    auto cfg = nlohmann::json::parse(std::ifstream(dir(family) + "/config.json"));
-    const bool gemma = family.rfind("gemma", 0) == 0, post = family == "gemma2" || family == "gemma3";
-    const size_t heads = cfg["num_attention_heads"].get<size_t>(),
-                 kv = cfg["num_key_value_heads"].get<size_t>();
-    const size_t hidden = cfg["hidden_size"].get<size_t>(), layers = cfg["num_hidden_layers"].get<size_t>();
-    const size_t hd = cfg.contains("head_dim") && cfg["head_dim"].is_number() ? cfg["head_dim"].get<size_t>()
-                                                                              : hidden / heads;
-    const size_t experts = cfg.value("num_local_experts", size_t{0});
-    gg::TensorList tensors;
-    auto put_t = [&](const std::string& name, const Tensor& t) {
-      tensors.emplace_back(name,
-                           quantized::QTensor::quantize(t.to_dtype(DType::F32), quantized::GgmlDType::F32));
-    };
-    auto put = [&](const std::string& name, const std::string& hf) { put_t(name, w.at(hf)); };
-    auto put_norm = [&](const std::string& name, const std::string& hf) {
-      put_t(name, gemma ? w.at(hf).to_dtype(DType::F32) + 1.0 : w.at(hf));
-    };
-    // llama.cpp's permutation of q / k rows for general.architecture llama
-    auto permuted = [&](const std::string& hf, size_t n) {
-      Tensor t = w.at(hf);
-      return t.reshape({n, 2, hd / 2, hidden}).transpose(1, 2).contiguous().reshape({n * hd, hidden});
-    };
-    auto stacked = [&](const std::string& pre, const std::string& post_name) {
-      std::vector<Tensor> parts;
-      for (size_t e = 0; e < experts; ++e)
-        parts.push_back(w.at(pre + std::to_string(e) + post_name).unsqueeze(0));
-      return Tensor::cat(parts, 0);
-    };
-    put("token_embd.weight", "model.embed_tokens.weight");
-    put_norm("output_norm.weight", "model.norm.weight");
-    if (w.count("lm_head.weight")) put("output.weight", "lm_head.weight");
-    for (size_t i = 0; i < layers; ++i) {
-      const std::string b = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
-      put_norm(b + "attn_norm.weight", h + "input_layernorm.weight");
-      put_norm(b + "ffn_norm.weight",
-               h + (post ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
-      if (post) {
-        put_norm(b + "post_attention_norm.weight", h + "post_attention_layernorm.weight");
-        put_norm(b + "post_ffw_norm.weight", h + "post_feedforward_layernorm.weight");
-      }
-      if (family == "phi3") {
-        put(b + "attn_qkv.weight", h + "self_attn.qkv_proj.weight");
-      } else if (family == "mixtral") {
-        put_t(b + "attn_q.weight", permuted(h + "self_attn.q_proj.weight", heads));
-        put_t(b + "attn_k.weight", permuted(h + "self_attn.k_proj.weight", kv));
-        put(b + "attn_v.weight", h + "self_attn.v_proj.weight");
-      } else {
-        for (const char* p : {"q", "k", "v"})
-          put(b + "attn_" + p + ".weight", h + "self_attn." + p + "_proj.weight");
-      }
-      put(b + "attn_output.weight", h + "self_attn.o_proj.weight");
-      if (family == "gemma3" || family == "qwen3_moe") {
-        put_norm(b + "attn_q_norm.weight", h + "self_attn.q_norm.weight");
-        put_norm(b + "attn_k_norm.weight", h + "self_attn.k_norm.weight");
-      }
-      if (family == "phi3") {
-        put(b + "ffn_up.weight", h + "mlp.gate_up_proj.weight");
-        put(b + "ffn_down.weight", h + "mlp.down_proj.weight");
-      } else if (family == "mixtral") {
-        const std::string m = h + "block_sparse_moe.";
-        put(b + "ffn_gate_inp.weight", m + "gate.weight");
-        put_t(b + "ffn_gate_exps.weight", stacked(m + "experts.", ".w1.weight"));
-        put_t(b + "ffn_up_exps.weight", stacked(m + "experts.", ".w3.weight"));
-        put_t(b + "ffn_down_exps.weight", stacked(m + "experts.", ".w2.weight"));
-      } else if (family == "qwen3_moe") {
-        put(b + "ffn_gate_inp.weight", h + "mlp.gate.weight");
-        put_t(b + "ffn_gate_exps.weight", stacked(h + "mlp.experts.", ".gate_proj.weight"));
-        put_t(b + "ffn_up_exps.weight", stacked(h + "mlp.experts.", ".up_proj.weight"));
-        put_t(b + "ffn_down_exps.weight", stacked(h + "mlp.experts.", ".down_proj.weight"));
-      } else {
-        for (const char* p : {"gate", "up", "down"})
-          put(b + "ffn_" + p + ".weight", h + "mlp." + p + "_proj.weight");
-      }
-    }
-    const std::string arch = family == "mixtral" ? "llama" : (family == "qwen3_moe" ? "qwen3moe" : family);
-    const std::string a = arch + ".";
-    const auto& rope = cfg["rope_parameters"];
-    const float theta =
-        (rope.contains("full_attention") ? rope["full_attention"] : rope)["rope_theta"].get<float>();
-    gg::MetadataList meta{
-        {"general.architecture", arch},
-        {a + "context_length", cfg["max_position_embeddings"].get<uint32_t>()},
-        {a + "embedding_length", static_cast<uint32_t>(hidden)},
-        {a + "block_count", static_cast<uint32_t>(layers)},
-        {a + "feed_forward_length", cfg["intermediate_size"].get<uint32_t>()},
-        {a + "attention.head_count", static_cast<uint32_t>(heads)},
-        {a + "attention.head_count_kv", static_cast<uint32_t>(kv)},
-        {a + "attention.key_length", static_cast<uint32_t>(hd)},
-        {a + "attention.value_length", static_cast<uint32_t>(hd)},
-        {a + "attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"].get<float>()},
-        {a + "rope.freq_base", theta},
-    };
-    if (family == "gemma2" || family == "gemma3")
-      meta.emplace_back(a + "attention.sliding_window", cfg["sliding_window"].get<uint32_t>());
-    if (family == "gemma2") {
-      meta.emplace_back(a + "attn_logit_softcapping", cfg["attn_logit_softcapping"].get<float>());
-      meta.emplace_back(a + "final_logit_softcapping", cfg["final_logit_softcapping"].get<float>());
-    }
-    if (family == "gemma3") {
-      meta.emplace_back(a + "attention.sliding_window_pattern",
-                        cfg["sliding_window_pattern"].get<uint32_t>());
-      meta.emplace_back(a + "rope.freq_base_swa", rope["sliding_attention"]["rope_theta"].get<float>());
-    }
-    if (experts) {
-      meta.emplace_back(a + "expert_count", static_cast<uint32_t>(experts));
-      meta.emplace_back(a + "expert_used_count", cfg["num_experts_per_tok"].get<uint32_t>());
-      if (cfg.contains("moe_intermediate_size"))
-        meta.emplace_back(a + "expert_feed_forward_length", cfg["moe_intermediate_size"].get<uint32_t>());
-    }
-    // a stand-in vocabulary (llama.cpp loads no model without one; the loader here ignores it)
-    const size_t vocab = cfg["vocab_size"].get<size_t>();
-    std::vector<gg::Value> tok, score, type;
-    for (size_t i = 0; i < vocab; ++i) {
-      tok.emplace_back(i == 0   ? std::string("<unk>")
-                       : i == 1 ? "<s>"
-                       : i == 2 ? "</s>"
-                                : "t" + std::to_string(i));
-      score.emplace_back(0.0f);
-      type.emplace_back(static_cast<int32_t>(i == 0 ? 2 : i < 3 ? 3 : 1));
-    }
-    meta.emplace_back("tokenizer.ggml.model", "llama");
-    meta.emplace_back("tokenizer.ggml.tokens", gg::Value::array(gg::ValueType::String, tok));
-    meta.emplace_back("tokenizer.ggml.scores", gg::Value::array(gg::ValueType::F32, score));
-    meta.emplace_back("tokenizer.ggml.token_type", gg::Value::array(gg::ValueType::I32, type));
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("candle-test-" + family + "-" + std::to_string(::getpid()) + ".gguf"))
-                                 .string();
-    gg::write(path, meta, tensors);
+    const std::string path = temp_gguf(family);
+    const std::string arch = write_fixture_gguf(family, path);
     auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
-    // llama.cpp on the same file (its prebuilt libllama through tools/llama_run.py, attention in
-    // f32): transformers' greedy tokens too, which shows the file follows llama.cpp's conventions
-    if (llama_cpp) {
-      std::string toks;
-      for (uint32_t x : expected(family).prompt) toks += (toks.empty() ? "" : ",") + std::to_string(x);
-      auto r = test_models::run(
-          "python3 '" + quantized::test::source_path("tools/llama_run.py") + "' '" + path +
-              "' --threads 1 --kv-f32 --greedy " +
-              std::to_string(expected(family).greedy.size() - expected(family).prompt.size()) + " --tokens " +
-              toks,
-          true);
-      const auto at = r.out.rfind("GREEDY ");
-      ASSERT_TRUE(r.rc == 0 && at != std::string::npos) << family << ": " << r.out << r.err;
-      const auto g = nlohmann::json::parse(r.out.substr(at + 7, r.out.find('\n', at) - at - 7));
-      EXPECT_EQ(g["greedy"].get<std::vector<uint32_t>>(), expected(family).greedy)
+    Expected e = expected(family);
+    // llama.cpp on the same file: transformers' greedy tokens too, which shows the file follows
+    // llama.cpp's conventions
+    if (llama_cpp)
+      EXPECT_EQ(llama_cpp_greedy(path, e.prompt, e.greedy.size() - e.prompt.size()).first, e.greedy)
           << family << " in llama.cpp";
-    }
     std::filesystem::remove(path);
     EXPECT_EQ(lm->architecture(), arch);
-    Expected e = expected(family);
     Tensor last = lm->forward(ids(e.prompt), 0);
     const size_t t = e.prompt.size();
     float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
@@ -405,4 +430,57 @@ TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
     }
     EXPECT_EQ(seq, e.greedy) << family;
   }
+}
+
+// Partial rotary embeddings (phi4-mini's partial_rotary_factor 0.75; GGUF rope.dimension_count
+// below the head size): the phi3 fixture with half of each head rotated, as a GGUF and as a
+// config.json. llama.cpp is the reference on the GGUF (transformers' fixtures have no such model):
+// the same logits after the prompt (1e-4) and greedy tokens; the safetensors model with
+// partial_rotary_factor 0.5 gives the GGUF's logits.
+TEST(QuantizedLlama, PartialRotaryGivesLlamaCppsTokens) {
+  Expected e = expected("phi3");
+  auto cfg = nlohmann::json::parse(std::ifstream(dir("phi3") + "/config.json"));
+  const uint32_t hd = cfg["hidden_size"].get<uint32_t>() / cfg["num_attention_heads"].get<uint32_t>();
+  const std::string path = temp_gguf("phi3-partial");
+  write_fixture_gguf("phi3", path, {{"phi3.rope.dimension_count", hd / 2}});
+  auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
+  Tensor last = lm->forward(ids(e.prompt), 0);
+  const std::vector<float> prompt_logits = last.flatten_all().to_vec1<float>();
+  std::vector<uint32_t> seq = e.prompt;
+  for (size_t i = 0; i < 24; ++i) {
+    seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
+    last = lm->forward(ids({seq.back()}), seq.size() - 1);
+  }
+  // the rotation of half the dims is a different model: not transformers' full-rotary tokens
+  const std::vector<uint32_t> full(e.greedy.begin(), e.greedy.begin() + static_cast<long>(seq.size()));
+  EXPECT_NE(seq, full);
+  if (llama_cpp_available()) {
+    auto [greedy, logits] = llama_cpp_greedy(path, e.prompt, 24);
+    EXPECT_EQ(greedy, seq) << "llama.cpp";
+    ASSERT_EQ(logits.size(), prompt_logits.size());
+    float d = 0;
+    for (size_t i = 0; i < logits.size(); ++i) d = std::max(d, std::abs(logits[i] - prompt_logits[i]));
+    EXPECT_LT(d, 1e-4f);
+  } else {
+    std::printf("llama.cpp's libllama or python3 is missing: not compared with llama.cpp\n");
+  }
+  std::filesystem::remove(path);
+  // the same model from config.json + safetensors
+  const auto folder =
+      std::filesystem::temp_directory_path() / ("candle-test-phi3-partial-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(dir("phi3") + "/model.safetensors", folder / "model.safetensors");
+  cfg["partial_rotary_factor"] = 0.5;
+  if (cfg.contains("rope_parameters")) cfg["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  std::ofstream(folder / "config.json") << cfg.dump();
+  auto hf = models::load_causal_lm(folder.string(), Device::cpu(), DType::F32);
+  const std::vector<float> hf_logits = hf->forward(ids(e.prompt), 0).flatten_all().to_vec1<float>();
+  float d = 0;
+  for (size_t i = 0; i < hf_logits.size(); ++i) d = std::max(d, std::abs(hf_logits[i] - prompt_logits[i]));
+  EXPECT_LT(d, 1e-5f) << "safetensors with partial_rotary_factor 0.5 against the GGUF";
+  cfg["partial_rotary_factor"] = 0.2;  // int(3.2) = 3 dims: odd
+  if (cfg.contains("rope_parameters")) cfg["rope_parameters"]["partial_rotary_factor"] = 0.2;
+  std::ofstream(folder / "config.json") << cfg.dump();
+  EXPECT_THROW(models::load_causal_lm(folder.string(), Device::cpu(), DType::F32), Error);
+  std::filesystem::remove_all(folder);
 }
