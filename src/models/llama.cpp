@@ -249,7 +249,8 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
       const double dims = c.partial_rotary_factor * static_cast<double>(c.head_dim);
       if (!(c.partial_rotary_factor > 0.0 && c.partial_rotary_factor <= 1.0) ||
           static_cast<size_t>(dims) % 2 != 0 || static_cast<size_t>(dims) == 0)
-        throw config_error("partial_rotary_factor", "must be in (0, 1] and give an even number of rotated dims");
+        throw config_error("partial_rotary_factor",
+                           "must be in (0, 1] and give an even number of rotated dims");
     }
   }
   if (mt == "mistral" || mt == "mixtral" || mt == "phi3" || mt == "gemma2" || mt == "gemma3_text") {

@@ -272,7 +272,8 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   spec.rope_dim = rope_dim;
   spec.inv_freqs = {std::move(inv_freq)};
   if (arch == "gemma3")
-    spec.inv_freqs.push_back(llama::rope_inv_freq(rope_dim, meta_f64(ct, p + "rope.freq_base_swa", 10000.0), {}));
+    spec.inv_freqs.push_back(
+        llama::rope_inv_freq(rope_dim, meta_f64(ct, p + "rope.freq_base_swa", 10000.0), {}));
   spec.max_seq_len = ctx;
   if (gemma) {
     // llama.cpp's gemma: embeddings times sqrt(dim), gelu (tanh) MLPs, the converter's norms
