@@ -15,8 +15,8 @@
 // attention.sliding_window_pattern-th (gemma3, default 6), gemma2's logit soft-caps, gemma3's q/k
 // norms and local rope base rope.freq_base_swa (default 10000). "phi3": the fused attn_qkv and
 // ffn_up (gate | up) split into their parts. rope.dimension_count below the head size: partial
-// rotary (the first dims of each head rotate; phi4-mini). Tested against transformers through GGUFs written from
-// the fixtures (tests/models/llm_transformers_test.cpp).
+// rotary (the first dims of each head rotate; phi4-mini). Tested against transformers through GGUFs written
+// from the fixtures (tests/models/llm_transformers_test.cpp).
 #pragma once
 
 #include <memory>
