@@ -69,7 +69,7 @@ struct LlamaConfig {
   std::optional<double> query_pre_attn_scalar;  // attention scale 1 / sqrt(this) instead of head_dim
   std::optional<double> attn_logit_softcapping, final_logit_softcapping;
   std::optional<double> rope_local_theta;  // gemma3: the sliding layers' rope_theta
-  double partial_rotary_factor = 1.0;  // the rotated part of each head (phi3 / phi4-mini: 0.75)
+  double partial_rotary_factor = 1.0;      // the rotated part of each head (phi3 / phi4-mini: 0.75)
   // mixtral, qwen3_moe: sparse mixture-of-experts MLPs (0 experts: dense)
   size_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
   bool norm_topk_prob = true;
