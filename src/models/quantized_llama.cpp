@@ -84,7 +84,9 @@ detail::Proj proj(const gg::Content& ct, const std::string& name, const Shape& s
   return p;
 }
 
-detail::Proj proj_of(quantized::QTensor w) { return {quantized::QMatMul::from_qtensor(w), std::nullopt}; }
+detail::Proj proj_of(const quantized::QTensor& w) {
+  return {quantized::QMatMul::from_qtensor(w), std::nullopt};
+}
 
 // An MoE layer: the router ffn_gate_inp [experts, dim] and the experts stored as one tensor each,
 // ffn_{gate,up}_exps [experts, ffn, dim] and ffn_down_exps [experts, dim, ffn] (read on the CPU,
@@ -281,8 +283,9 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     // heads) in their 27B shapes (46 and 62 layers), and gemma2 caps logits
     spec.embed_scale = std::sqrt(static_cast<double>(dim));
     spec.gelu_mlp = true;
+    const size_t per_head = dim / heads;  // (llama.cpp's integer n_embd / n_head)
     if ((arch == "gemma2" && n_layers == 46) || (arch == "gemma3" && n_layers == 62))
-      spec.attn_scale = 1.0 / std::sqrt(static_cast<double>(dim / heads));
+      spec.attn_scale = 1.0 / std::sqrt(static_cast<double>(per_head));
     if (arch == "gemma2") {
       const double a_cap = meta_f64(ct, p + "attn_logit_softcapping", 50.0);
       const double f_cap = meta_f64(ct, p + "final_logit_softcapping", 30.0);
