@@ -18,15 +18,16 @@ constexpr size_t kTablePositions = 8192;
 
 // cos/sin of pos * inv_freq in f32 (transformers computes them in f32 too)
 std::pair<Tensor, Tensor> compute_tables(const std::vector<float>& inv_freq, size_t pos, size_t t,
-                                         const Device& dev) {
+                                         const Device& dev, double mscale = 1.0) {
   const size_t half = inv_freq.size();
   std::vector<float> c(t * half), s(t * half);
+  const auto m = static_cast<float>(mscale);
   for (size_t i = 0; i < t; ++i) {
     const float p = static_cast<float>(pos + i);
     for (size_t j = 0; j < half; ++j) {
       const float a = p * inv_freq[j];
-      c[i * half + j] = std::cos(a);
-      s[i * half + j] = std::sin(a);
+      c[i * half + j] = mscale == 1.0 ? std::cos(a) : std::cos(a) * m;
+      s[i * half + j] = mscale == 1.0 ? std::sin(a) : std::sin(a) * m;
     }
   }
   return {Tensor::from_vec(c, {t, half}, dev), Tensor::from_vec(s, {t, half}, dev)};
@@ -155,10 +156,12 @@ Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> 
       layers_(std::move(layers)),
       final_norm_(std::move(final_norm)),
       lm_head_(std::move(lm_head)) {
-  for (const auto& f : spec_.inv_freqs) {
+  for (size_t set = 0; set < spec_.inv_freqs.size(); ++set) {
+    const auto& f = spec_.inv_freqs[set];
     if (f.size() * 2 != spec_.rotary_dim() || spec_.rotary_dim() > spec_.head_dim)
       throw Error(ErrorKind::Internal, "decoder: rope frequencies do not match the head size");
-    auto [c, s] = compute_tables(f, 0, std::min(spec_.max_seq_len, kTablePositions), embeddings_.device());
+    auto [c, s] =
+        compute_tables(f, 0, std::min(spec_.max_seq_len, kTablePositions), embeddings_.device(), mscale(set));
     cos_tables_.push_back(c);
     sin_tables_.push_back(s);
   }
@@ -187,7 +190,7 @@ std::pair<Tensor, Tensor> Decoder::rope_tables(size_t set, size_t pos, size_t t,
     c = cos_tables_[set].narrow(0, pos, t);
     s = sin_tables_[set].narrow(0, pos, t);
   } else {
-    std::tie(c, s) = compute_tables(spec_.inv_freqs[set], pos, t, embeddings_.device());
+    std::tie(c, s) = compute_tables(spec_.inv_freqs[set], pos, t, embeddings_.device(), mscale(set));
   }
   return {c.to_dtype(dtype), s.to_dtype(dtype)};
 }
@@ -336,7 +339,7 @@ StaticDecode Decoder::start_static_decode(size_t batch, size_t capacity) const {
       st.cos.push_back(cos_tables_[set].narrow(0, 0, capacity));
       st.sin.push_back(sin_tables_[set].narrow(0, 0, capacity));
     } else {
-      auto [c, s] = compute_tables(spec_.inv_freqs[set], 0, capacity, dev);
+      auto [c, s] = compute_tables(spec_.inv_freqs[set], 0, capacity, dev, mscale(set));
       st.cos.push_back(c);
       st.sin.push_back(s);
     }

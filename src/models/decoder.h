@@ -60,6 +60,7 @@ struct DecoderSpec {
   bool interleaved_rope = false;              // rope_i (llama GGUFs) instead of rope (halves)
   std::vector<std::vector<float>> inv_freqs;  // one or more sets of rotary_dim() / 2 frequencies
   size_t rope_dim = 0;                        // rotated dims of a head (partial rotary); 0: all
+  double rope_mscale = 1.0;                   // cos and sin of the first set times this (yarn)
   size_t rotary_dim() const { return rope_dim ? rope_dim : head_dim; }
   size_t max_seq_len = 4096;
   double attn_scale = 0.0;   // 0: 1 / sqrt(head_dim)
@@ -80,6 +81,8 @@ class Decoder {
   Tensor decode_step(const Tensor& ids, StaticDecode& state) const;
   Tensor prefill(const Tensor& ids, StaticDecode& state, size_t pos) const;
   const DecoderSpec& spec() const { return spec_; }
+  // the factor of rope set `set`'s cos / sin tables (yarn scales the first set only)
+  double mscale(size_t set) const { return set == 0 ? spec_.rope_mscale : 1.0; }
   size_t num_layers() const { return layers_.size(); }
   size_t vocab_size() const { return embeddings_.dim(0); }
 

@@ -1,6 +1,7 @@
 // candle::models::llama: config.json parsing, rotary frequencies and loading from a VarBuilder.
 #include "candle/models/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -111,10 +112,20 @@ RopeScaling parse_rope_scaling(const json* v, const std::string& key) {
       throw config_error(key,
                          "llama3 needs 0 < low_freq_factor < high_freq_factor and "
                          "original_max_position_embeddings > 0");
+  } else if (type == "yarn") {
+    r.kind = RopeScaling::Yarn;
+    r.beta_fast = get_double(*v, "beta_fast", 32.0);
+    r.beta_slow = get_double(*v, "beta_slow", 1.0);
+    r.original_max_position_embeddings =
+        get_size(*v, "original_max_position_embeddings", kMaxPositions, 4096);
+    if (find(*v, "attention_factor") && !(*v)["attention_factor"].is_null())
+      r.attention_factor = get_double(*v, "attention_factor", 1.0);
+    if (!(r.beta_fast > 0.0) || !(r.beta_slow > 0.0) || r.original_max_position_embeddings == 0)
+      throw config_error(key, "yarn needs beta_fast, beta_slow and original_max_position_embeddings > 0");
   } else {
     throw Error(ErrorKind::UnsupportedOp, "config.json: " + key + " type '" + io::excerpt(type, 40) +
                                               "' is not supported (default, "
-                                              "linear, llama3)");
+                                              "linear, llama3, yarn)");
   }
   return r;
 }
@@ -329,7 +340,34 @@ std::vector<float> rope_inv_freq(size_t head_dim, double theta, const RopeScalin
       }
     }
   }
+  if (scaling.kind == RopeScaling::Yarn) {
+    // transformers' _compute_yarn_parameters (llama.cpp's rope_yarn): the correction range of
+    // dims from beta_fast / beta_slow rotations over the original context, truncated, then a
+    // linear ramp from the original frequency (below it) to the interpolated one (above it)
+    const double base = theta, dim = static_cast<double>(head_dim);
+    const double orig = static_cast<double>(scaling.original_max_position_embeddings);
+    constexpr double kPi = 3.14159265358979323846;
+    auto corr = [&](double rotations) {
+      return dim * std::log(orig / (rotations * 2.0 * kPi)) / (2.0 * std::log(base));
+    };
+    double low = std::max(std::floor(corr(scaling.beta_fast)), 0.0);
+    double high = std::min(std::ceil(corr(scaling.beta_slow)), dim - 1.0);
+    if (low == high) high += 0.001;
+    for (size_t i = 0; i < half; ++i) {
+      const float ramp =
+          static_cast<float>(std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0));
+      const float extrapolation = 1.0f - ramp;  // the share of the original frequency
+      const float f = inv[i], interpolated = static_cast<float>(f / scaling.factor);
+      inv[i] = interpolated * (1.0f - extrapolation) + f * extrapolation;
+    }
+  }
   return inv;
+}
+
+double rope_attention_factor(const RopeScaling& scaling) {
+  if (scaling.kind != RopeScaling::Yarn) return 1.0;
+  if (scaling.attention_factor) return *scaling.attention_factor;
+  return scaling.factor <= 1.0 ? 1.0 : 0.1 * std::log(scaling.factor) + 1.0;
 }
 
 Cache::Cache(const LlamaConfig& cfg, size_t max_seq_len) {
@@ -464,6 +502,7 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
   // transformers' int(head_dim * partial_rotary_factor) rotated dims
   spec.rope_dim = static_cast<size_t>(cfg.partial_rotary_factor * static_cast<double>(hd));
   spec.inv_freqs = {rope_inv_freq(spec.rope_dim, cfg.rope_theta, cfg.rope_scaling)};
+  spec.rope_mscale = rope_attention_factor(cfg.rope_scaling);
   if (cfg.rope_local_theta)
     spec.inv_freqs.push_back(rope_inv_freq(spec.rope_dim, *cfg.rope_local_theta, RopeScaling{}));
   spec.max_seq_len = cfg.max_position_embeddings;

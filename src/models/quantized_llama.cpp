@@ -159,9 +159,21 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
       scaling.factor = meta_f64(ct, p + "rope.scaling.factor", 1.0);
       if (!(scaling.factor > 0.0))
         throw Error(ErrorKind::InvalidArgument, "gguf: rope.scaling.factor must be > 0");
+    } else if (type == "yarn") {
+      // llama.cpp's rope_yarn: ext_factor 1, attn_factor 1 (so the magnitude 0.1 ln(factor) + 1)
+      scaling.kind = llama::RopeScaling::Yarn;
+      scaling.factor = meta_f64(ct, p + "rope.scaling.factor", 1.0);
+      scaling.original_max_position_embeddings =
+          meta_u64(ct, p + "rope.scaling.original_context_length", kMaxPositions, ctx);
+      scaling.beta_fast = meta_f64(ct, p + "rope.scaling.yarn_beta_fast", 32.0);
+      scaling.beta_slow = meta_f64(ct, p + "rope.scaling.yarn_beta_slow", 1.0);
+      if (!(scaling.factor > 0.0) || scaling.original_max_position_embeddings == 0 ||
+          !(scaling.beta_fast > 0.0) || !(scaling.beta_slow > 0.0))
+        throw Error(ErrorKind::InvalidArgument,
+                    "gguf: yarn needs rope.scaling.factor, original_context_length and betas > 0");
     } else if (type != "none") {
       throw Error(ErrorKind::UnsupportedOp,
-                  "gguf: rope scaling '" + io::excerpt(type, 40) + "' is not supported");
+                  "gguf: rope scaling '" + io::excerpt(type, 40) + "' is not supported (none, linear, yarn)");
     }
   }
   std::vector<float> inv_freq = llama::rope_inv_freq(rope_dim, theta, scaling);
@@ -272,6 +284,7 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   spec.eps = eps;
   spec.interleaved_rope = arch == "llama";
   spec.rope_dim = rope_dim;
+  spec.rope_mscale = llama::rope_attention_factor(scaling);
   spec.inv_freqs = {std::move(inv_freq)};
   if (arch == "gemma3")
     spec.inv_freqs.push_back(

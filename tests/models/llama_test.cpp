@@ -407,8 +407,12 @@ TEST(LlamaConfig, FamiliesAndErrors) {
                 .find("num_key_value_heads"),
             std::string::npos);
   EXPECT_NE(err(R"({"hidden_size": 8, "intermediate_size": 8, "vocab_size": 8, "num_hidden_layers": 1,
-      "num_attention_heads": 2, "rope_scaling": {"rope_type": "yarn", "factor": 4}})")
-                .find("yarn"),
+      "num_attention_heads": 2, "rope_scaling": {"rope_type": "longrope", "factor": 4}})")
+                .find("longrope"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"hidden_size": 8, "intermediate_size": 8, "vocab_size": 8, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "rope_scaling": {"rope_type": "yarn", "factor": 4, "beta_fast": 0}})")
+                .find("beta_fast"),
             std::string::npos);
   EXPECT_NE(err("{\"model_type\": ").find("config.json"), std::string::npos);
   EXPECT_NE(err(std::string(100000, '[').c_str()).find("deeper"), std::string::npos);

@@ -378,7 +378,10 @@ std::pair<std::vector<uint32_t>, std::vector<float>> llama_cpp_greedy(const std:
                                                                       const std::vector<uint32_t>& prompt,
                                                                       size_t n) {
   std::string toks;
-  for (uint32_t x : prompt) toks += (toks.empty() ? "" : ",") + std::to_string(x);
+  for (uint32_t x : prompt) {
+    if (!toks.empty()) toks += ',';
+    toks += std::to_string(x);
+  }
   auto r = test_models::run("python3 '" + quantized::test::source_path("tools/llama_run.py") + "' '" + path +
                                 "' --threads 1 --kv-f32 --greedy " + std::to_string(n) + " --tokens " + toks,
                             true);
@@ -414,9 +417,10 @@ TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
     Expected e = expected(family);
     // llama.cpp on the same file: transformers' greedy tokens too, which shows the file follows
     // llama.cpp's conventions
-    if (llama_cpp)
+    if (llama_cpp) {
       EXPECT_EQ(llama_cpp_greedy(path, e.prompt, e.greedy.size() - e.prompt.size()).first, e.greedy)
           << family << " in llama.cpp";
+    }
     std::filesystem::remove(path);
     EXPECT_EQ(lm->architecture(), arch);
     Tensor last = lm->forward(ids(e.prompt), 0);
@@ -482,5 +486,64 @@ TEST(QuantizedLlama, PartialRotaryGivesLlamaCppsTokens) {
   if (cfg.contains("rope_parameters")) cfg["rope_parameters"]["partial_rotary_factor"] = 0.2;
   std::ofstream(folder / "config.json") << cfg.dump();
   EXPECT_THROW(models::load_causal_lm(folder.string(), Device::cpu(), DType::F32), Error);
+  std::filesystem::remove_all(folder);
+}
+
+// YaRN rope scaling (GGUF rope.scaling.type yarn; config.json rope_type yarn): the phi3 fixture
+// with factor 4 over an original context of 32 (its ramp then spans dims 0..2 of 8, and the
+// prompt plus 24 tokens reach past 32). llama.cpp is the reference on the GGUF: its logits after
+// the prompt within 1e-4 and its greedy tokens; the safetensors form gives the GGUF's logits.
+TEST(QuantizedLlama, YarnGivesLlamaCppsTokens) {
+  Expected e = expected("phi3");
+  const std::string path = temp_gguf("phi3-yarn");
+  write_fixture_gguf("phi3", path,
+                     {{"phi3.rope.scaling.type", "yarn"},
+                      {"phi3.rope.scaling.factor", 4.0f},
+                      {"phi3.rope.scaling.original_context_length", uint32_t{32}}});
+  auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
+  Tensor last = lm->forward(ids(e.prompt), 0);
+  const std::vector<float> prompt_logits = last.flatten_all().to_vec1<float>();
+  std::vector<uint32_t> seq = e.prompt;
+  for (size_t i = 0; i < 24; ++i) {
+    seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
+    last = lm->forward(ids({seq.back()}), seq.size() - 1);
+  }
+  {  // the scaling is a different model: not the unscaled logits
+    const std::string plain = temp_gguf("phi3-plain");
+    write_fixture_gguf("phi3", plain);
+    auto unscaled = models::load_causal_lm(plain, Device::cpu(), DType::F32);
+    const std::vector<float> u = unscaled->forward(ids(e.prompt), 0).flatten_all().to_vec1<float>();
+    std::filesystem::remove(plain);
+    float d = 0;
+    for (size_t i = 0; i < u.size(); ++i) d = std::max(d, std::abs(u[i] - prompt_logits[i]));
+    EXPECT_GT(d, 1e-2f) << "yarn changed nothing";
+  }
+  if (llama_cpp_available()) {
+    auto [greedy, logits] = llama_cpp_greedy(path, e.prompt, 24);
+    EXPECT_EQ(greedy, seq) << "llama.cpp";
+    ASSERT_EQ(logits.size(), prompt_logits.size());
+    float d = 0;
+    for (size_t i = 0; i < logits.size(); ++i) d = std::max(d, std::abs(logits[i] - prompt_logits[i]));
+    EXPECT_LT(d, 1e-4f);
+  } else {
+    std::printf("llama.cpp's libllama or python3 is missing: not compared with llama.cpp\n");
+  }
+  std::filesystem::remove(path);
+  auto cfg = nlohmann::json::parse(std::ifstream(dir("phi3") + "/config.json"));
+  const auto folder =
+      std::filesystem::temp_directory_path() / ("candle-test-phi3-yarn-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(dir("phi3") + "/model.safetensors", folder / "model.safetensors");
+  cfg["rope_parameters"] = {{"rope_type", "yarn"},
+                            {"factor", 4.0},
+                            {"original_max_position_embeddings", 32},
+                            {"rope_theta", 10000.0},
+                            {"partial_rotary_factor", 1.0}};
+  std::ofstream(folder / "config.json") << cfg.dump();
+  auto hf = models::load_causal_lm(folder.string(), Device::cpu(), DType::F32);
+  const std::vector<float> hf_logits = hf->forward(ids(e.prompt), 0).flatten_all().to_vec1<float>();
+  float d = 0;
+  for (size_t i = 0; i < hf_logits.size(); ++i) d = std::max(d, std::abs(hf_logits[i] - prompt_logits[i]));
+  EXPECT_LT(d, 1e-5f) << "safetensors with rope_type yarn against the GGUF";
   std::filesystem::remove_all(folder);
 }

@@ -33,13 +33,20 @@
 namespace candle::models::llama {
 
 struct RopeScaling {
-  enum Kind { None, Linear, Llama3 };
+  enum Kind { None, Linear, Llama3, Yarn };
   Kind kind = None;
   double factor = 1.0;
   // llama3 only
   double low_freq_factor = 1.0, high_freq_factor = 4.0;
-  size_t original_max_position_embeddings = 8192;
+  size_t original_max_position_embeddings = 8192;  // llama3 and yarn
+  // yarn only: the dims between the two correction bounds blend interpolated and original
+  // frequencies; cos and sin are scaled by attention_factor (default 0.1 ln(factor) + 1)
+  double beta_fast = 32.0, beta_slow = 1.0;
+  std::optional<double> attention_factor;
 };
+
+// The factor yarn scales cos and sin by (1 for other kinds).
+double rope_attention_factor(const RopeScaling& scaling);
 
 struct LlamaConfig {
   // llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma, gemma2, gemma3_text

@@ -6,7 +6,9 @@
 // that the rotation pairs adjacent elements: the interleaved rope (rope_i) here, as llama.cpp's
 // LLAMA_ROPE_TYPE_NORM. "qwen2" and "qwen3": the NEOX layout (halves, rope), q/k/v biases for
 // qwen2 and the q/k RmsNorms (attn_q_norm / attn_k_norm) for qwen3. rope_freqs.weight (llama 3.1
-// GGUFs) divides the frequencies; {arch}.rope.scaling.type "linear" divides the positions.
+// GGUFs) divides the frequencies; {arch}.rope.scaling.type "linear" divides the positions, "yarn"
+// (rope.scaling.factor, original_context_length, yarn_beta_fast / slow) blends interpolated and
+// original frequencies and scales cos / sin by 0.1 ln(factor) + 1, as llama.cpp's rope_yarn.
 // MoE: {arch}.expert_count / expert_used_count (mixtral is "llama" with experts; "qwen3moe" adds
 // expert_feed_forward_length), the router ffn_gate_inp and the experts as ffn_{gate,up,down}_exps
 // [experts, ...]. "gemma", "gemma2", "gemma3": norms stored as 1 + w (llama.cpp's converter),
