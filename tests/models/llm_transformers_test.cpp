@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -436,17 +438,25 @@ TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
   }
 }
 
-// Partial rotary embeddings (phi4-mini's partial_rotary_factor 0.75; GGUF rope.dimension_count
-// below the head size): the phi3 fixture with half of each head rotated, as a GGUF and as a
-// config.json. llama.cpp is the reference on the GGUF (transformers' fixtures have no such model):
-// the same logits after the prompt (1e-4) and greedy tokens; the safetensors model with
-// partial_rotary_factor 0.5 gives the GGUF's logits.
-TEST(QuantizedLlama, PartialRotaryGivesLlamaCppsTokens) {
+namespace {
+
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+// The phi3 fixture changed two ways: `meta` added to its GGUF, its config.json edited by `edit`.
+// llama.cpp is the reference on the GGUF (transformers' fixtures have no such model): the logits
+// after the prompt within 1e-4 and 24 greedy tokens; they differ from the unchanged model's (the
+// change shows), and the safetensors form gives the GGUF's logits (1e-5).
+void check_phi3_variant(const std::string& what, const gg::MetadataList& meta,
+                        const std::function<void(nlohmann::json&)>& edit) {
   Expected e = expected("phi3");
-  auto cfg = nlohmann::json::parse(std::ifstream(dir("phi3") + "/config.json"));
-  const uint32_t hd = cfg["hidden_size"].get<uint32_t>() / cfg["num_attention_heads"].get<uint32_t>();
-  const std::string path = temp_gguf("phi3-partial");
-  write_fixture_gguf("phi3", path, {{"phi3.rope.dimension_count", hd / 2}});
+  const std::string path = temp_gguf("phi3-" + what), plain = temp_gguf("phi3-plain");
+  write_fixture_gguf("phi3", path, meta);
+  write_fixture_gguf("phi3", plain);
   auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
   Tensor last = lm->forward(ids(e.prompt), 0);
   const std::vector<float> prompt_logits = last.flatten_all().to_vec1<float>();
@@ -455,95 +465,67 @@ TEST(QuantizedLlama, PartialRotaryGivesLlamaCppsTokens) {
     seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
     last = lm->forward(ids({seq.back()}), seq.size() - 1);
   }
-  // the rotation of half the dims is a different model: not transformers' full-rotary tokens
-  const std::vector<uint32_t> full(e.greedy.begin(), e.greedy.begin() + static_cast<long>(seq.size()));
-  EXPECT_NE(seq, full);
+  auto unchanged = models::load_causal_lm(plain, Device::cpu(), DType::F32);
+  EXPECT_GT(max_diff(unchanged->forward(ids(e.prompt), 0).flatten_all().to_vec1<float>(), prompt_logits),
+            1e-2f)
+      << what << " changed nothing";
   if (llama_cpp_available()) {
     auto [greedy, logits] = llama_cpp_greedy(path, e.prompt, 24);
-    EXPECT_EQ(greedy, seq) << "llama.cpp";
-    ASSERT_EQ(logits.size(), prompt_logits.size());
-    float d = 0;
-    for (size_t i = 0; i < logits.size(); ++i) d = std::max(d, std::abs(logits[i] - prompt_logits[i]));
-    EXPECT_LT(d, 1e-4f);
+    EXPECT_EQ(greedy, seq) << what << " in llama.cpp";
+    EXPECT_LT(max_diff(logits, prompt_logits), 1e-4f) << what << " in llama.cpp";
   } else {
     std::printf("llama.cpp's libllama or python3 is missing: not compared with llama.cpp\n");
   }
   std::filesystem::remove(path);
-  // the same model from config.json + safetensors
-  const auto folder =
-      std::filesystem::temp_directory_path() / ("candle-test-phi3-partial-" + std::to_string(::getpid()));
+  std::filesystem::remove(plain);
+  auto cfg = nlohmann::json::parse(std::ifstream(dir("phi3") + "/config.json"));
+  const auto folder = std::filesystem::temp_directory_path() /
+                      ("candle-test-phi3-" + what + "-" + std::to_string(::getpid()));
   std::filesystem::create_directories(folder);
   std::filesystem::copy_file(dir("phi3") + "/model.safetensors", folder / "model.safetensors");
-  cfg["partial_rotary_factor"] = 0.5;
-  if (cfg.contains("rope_parameters")) cfg["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  edit(cfg);
   std::ofstream(folder / "config.json") << cfg.dump();
   auto hf = models::load_causal_lm(folder.string(), Device::cpu(), DType::F32);
-  const std::vector<float> hf_logits = hf->forward(ids(e.prompt), 0).flatten_all().to_vec1<float>();
-  float d = 0;
-  for (size_t i = 0; i < hf_logits.size(); ++i) d = std::max(d, std::abs(hf_logits[i] - prompt_logits[i]));
-  EXPECT_LT(d, 1e-5f) << "safetensors with partial_rotary_factor 0.5 against the GGUF";
-  cfg["partial_rotary_factor"] = 0.2;  // int(3.2) = 3 dims: odd
-  if (cfg.contains("rope_parameters")) cfg["rope_parameters"]["partial_rotary_factor"] = 0.2;
+  EXPECT_LT(max_diff(hf->forward(ids(e.prompt), 0).flatten_all().to_vec1<float>(), prompt_logits), 1e-5f)
+      << what << ": the safetensors form against the GGUF";
+  std::filesystem::remove_all(folder);
+}
+
+}  // namespace
+
+// Partial rotary embeddings (phi4-mini's partial_rotary_factor 0.75; GGUF rope.dimension_count
+// below the head size): half of each head rotated. An odd number of rotated dims is refused.
+TEST(QuantizedLlama, PartialRotaryGivesLlamaCppsTokens) {
+  auto set_factor = [](nlohmann::json& cfg, double f) {
+    cfg["partial_rotary_factor"] = f;
+    if (cfg.contains("rope_parameters")) cfg["rope_parameters"]["partial_rotary_factor"] = f;
+  };
+  check_phi3_variant("partial", {{"phi3.rope.dimension_count", uint32_t{8}}},
+                     [&](nlohmann::json& cfg) { set_factor(cfg, 0.5); });
+  auto cfg = nlohmann::json::parse(std::ifstream(dir("phi3") + "/config.json"));
+  set_factor(cfg, 0.2);  // int(16 * 0.2) = 3 dims
+  const auto folder =
+      std::filesystem::temp_directory_path() / ("candle-test-phi3-odd-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(dir("phi3") + "/model.safetensors", folder / "model.safetensors");
   std::ofstream(folder / "config.json") << cfg.dump();
   EXPECT_THROW(models::load_causal_lm(folder.string(), Device::cpu(), DType::F32), Error);
   std::filesystem::remove_all(folder);
 }
 
-// YaRN rope scaling (GGUF rope.scaling.type yarn; config.json rope_type yarn): the phi3 fixture
-// with factor 4 over an original context of 32 (its ramp then spans dims 0..2 of 8, and the
-// prompt plus 24 tokens reach past 32). llama.cpp is the reference on the GGUF: its logits after
-// the prompt within 1e-4 and its greedy tokens; the safetensors form gives the GGUF's logits.
+// YaRN rope scaling (GGUF rope.scaling.type yarn; config.json rope_type yarn): factor 4 over an
+// original context of 32 (its ramp then spans dims 0..2 of 8, and the prompt plus 24 tokens reach
+// past 32).
 TEST(QuantizedLlama, YarnGivesLlamaCppsTokens) {
-  Expected e = expected("phi3");
-  const std::string path = temp_gguf("phi3-yarn");
-  write_fixture_gguf("phi3", path,
+  check_phi3_variant("yarn",
                      {{"phi3.rope.scaling.type", "yarn"},
                       {"phi3.rope.scaling.factor", 4.0f},
-                      {"phi3.rope.scaling.original_context_length", uint32_t{32}}});
-  auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
-  Tensor last = lm->forward(ids(e.prompt), 0);
-  const std::vector<float> prompt_logits = last.flatten_all().to_vec1<float>();
-  std::vector<uint32_t> seq = e.prompt;
-  for (size_t i = 0; i < 24; ++i) {
-    seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
-    last = lm->forward(ids({seq.back()}), seq.size() - 1);
-  }
-  {  // the scaling is a different model: not the unscaled logits
-    const std::string plain = temp_gguf("phi3-plain");
-    write_fixture_gguf("phi3", plain);
-    auto unscaled = models::load_causal_lm(plain, Device::cpu(), DType::F32);
-    const std::vector<float> u = unscaled->forward(ids(e.prompt), 0).flatten_all().to_vec1<float>();
-    std::filesystem::remove(plain);
-    float d = 0;
-    for (size_t i = 0; i < u.size(); ++i) d = std::max(d, std::abs(u[i] - prompt_logits[i]));
-    EXPECT_GT(d, 1e-2f) << "yarn changed nothing";
-  }
-  if (llama_cpp_available()) {
-    auto [greedy, logits] = llama_cpp_greedy(path, e.prompt, 24);
-    EXPECT_EQ(greedy, seq) << "llama.cpp";
-    ASSERT_EQ(logits.size(), prompt_logits.size());
-    float d = 0;
-    for (size_t i = 0; i < logits.size(); ++i) d = std::max(d, std::abs(logits[i] - prompt_logits[i]));
-    EXPECT_LT(d, 1e-4f);
-  } else {
-    std::printf("llama.cpp's libllama or python3 is missing: not compared with llama.cpp\n");
-  }
-  std::filesystem::remove(path);
-  auto cfg = nlohmann::json::parse(std::ifstream(dir("phi3") + "/config.json"));
-  const auto folder =
-      std::filesystem::temp_directory_path() / ("candle-test-phi3-yarn-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(folder);
-  std::filesystem::copy_file(dir("phi3") + "/model.safetensors", folder / "model.safetensors");
-  cfg["rope_parameters"] = {{"rope_type", "yarn"},
-                            {"factor", 4.0},
-                            {"original_max_position_embeddings", 32},
-                            {"rope_theta", 10000.0},
-                            {"partial_rotary_factor", 1.0}};
-  std::ofstream(folder / "config.json") << cfg.dump();
-  auto hf = models::load_causal_lm(folder.string(), Device::cpu(), DType::F32);
-  const std::vector<float> hf_logits = hf->forward(ids(e.prompt), 0).flatten_all().to_vec1<float>();
-  float d = 0;
-  for (size_t i = 0; i < hf_logits.size(); ++i) d = std::max(d, std::abs(hf_logits[i] - prompt_logits[i]));
-  EXPECT_LT(d, 1e-5f) << "safetensors with rope_type yarn against the GGUF";
-  std::filesystem::remove_all(folder);
+                      {"phi3.rope.scaling.original_context_length", uint32_t{32}}},
+                     [](nlohmann::json& cfg) {
+                       cfg["rope_parameters"] = {{"rope_type", "yarn"},
+                                                 {"factor", 4.0},
+                                                 {"original_max_position_embeddings", 32},
+                                                 {"rope_theta", 10000.0},
+                                                 {"partial_rotary_factor", 1.0}};
+                     });
 }
