@@ -150,6 +150,23 @@ TEST(MoeRouting, OnTheDeviceGivesTheHostRoutedLogits) {
 }
 
 constexpr float kExact = 2e-5f, kF16Rope = 5e-3f;
+
+// A model loaded from a GGUF written from `family`'s fixture: transformers' logits after the prompt
+// (within tol) and its greedy continuation, token by token through the KV cache
+void expect_transformers(models::CausalLM& lm, const std::string& family, float tol) {
+  Expected e = expected(family);
+  Tensor last = lm.forward(ids(e.prompt), 0);
+  const size_t t = e.prompt.size();
+  float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
+  EXPECT_LT(d, tol) << family;
+  std::vector<uint32_t> seq = e.prompt;
+  for (size_t i = 0; i + t < e.greedy.size(); ++i) {
+    seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
+    last = lm.forward(ids({seq.back()}), seq.size() - 1);
+  }
+  EXPECT_EQ(seq, e.greedy) << family;
+}
+
 INSTANTIATE_TEST_SUITE_P(Llm, Transformers,
                          ::testing::Values(Family{"llama", kF16Rope}, Family{"llama3", kF16Rope},
                                            Family{"mistral", kF16Rope}, Family{"qwen2", kF16Rope},
@@ -217,17 +234,7 @@ TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
     auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
     std::filesystem::remove(path);
     EXPECT_EQ(lm->architecture(), family);
-    Expected e = expected(family);
-    Tensor last = lm->forward(ids(e.prompt), 0);
-    const size_t t = e.prompt.size();
-    float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
-    EXPECT_LT(d, kF16Rope) << family;
-    std::vector<uint32_t> seq = e.prompt;
-    for (size_t i = 0; i + t < e.greedy.size(); ++i) {
-      seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
-      last = lm->forward(ids({seq.back()}), seq.size() - 1);
-    }
-    EXPECT_EQ(seq, e.greedy) << family;
+    expect_transformers(*lm, family, kF16Rope);
   }
 }
 
@@ -425,16 +432,7 @@ TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
     }
     std::filesystem::remove(path);
     EXPECT_EQ(lm->architecture(), arch);
-    Tensor last = lm->forward(ids(e.prompt), 0);
-    const size_t t = e.prompt.size();
-    float d = (last - e.logits.narrow(1, t - 1, 1).squeeze(1)).abs().flatten_all().max(0).to_scalar<float>();
-    EXPECT_LT(d, kExact) << family;
-    std::vector<uint32_t> seq = e.prompt;
-    for (size_t i = 0; i + t < e.greedy.size(); ++i) {
-      seq.push_back(last.flatten_all().argmax(0).to_scalar<uint32_t>());
-      last = lm->forward(ids({seq.back()}), seq.size() - 1);
-    }
-    EXPECT_EQ(seq, e.greedy) << family;
+    expect_transformers(*lm, family, kExact);
   }
 }
 
