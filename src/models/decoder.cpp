@@ -26,8 +26,8 @@ std::pair<Tensor, Tensor> compute_tables(const std::vector<float>& inv_freq, siz
     const float p = static_cast<float>(pos + i);
     for (size_t j = 0; j < half; ++j) {
       const float a = p * inv_freq[j];
-      c[i * half + j] = mscale == 1.0 ? std::cos(a) : std::cos(a) * m;
-      s[i * half + j] = mscale == 1.0 ? std::sin(a) : std::sin(a) * m;
+      c[i * half + j] = std::cos(a) * m;  // (times 1 exactly when there is no scaling)
+      s[i * half + j] = std::sin(a) * m;
     }
   }
   return {Tensor::from_vec(c, {t, half}, dev), Tensor::from_vec(s, {t, half}, dev)};

@@ -314,6 +314,8 @@ std::optional<size_t> LlamaConfig::layer_window(size_t layer) const {
   return sliding_window;
 }
 
+constexpr double kPi = 3.14159265358979323846;
+
 std::vector<float> rope_inv_freq(size_t head_dim, double theta, const RopeScaling& scaling) {
   const size_t half = head_dim / 2;
   std::vector<float> inv(half);
@@ -328,7 +330,6 @@ std::vector<float> rope_inv_freq(size_t head_dim, double theta, const RopeScalin
     const double old_ctx = static_cast<double>(scaling.original_max_position_embeddings);
     const double low_wavelen = old_ctx / scaling.low_freq_factor;
     const double high_wavelen = old_ctx / scaling.high_freq_factor;
-    constexpr double kPi = 3.14159265358979323846;
     for (float& f : inv) {
       const double wavelen = 2.0 * kPi / f;
       if (wavelen > low_wavelen) {
@@ -346,7 +347,6 @@ std::vector<float> rope_inv_freq(size_t head_dim, double theta, const RopeScalin
     // linear ramp from the original frequency (below it) to the interpolated one (above it)
     const double base = theta, dim = static_cast<double>(head_dim);
     const double orig = static_cast<double>(scaling.original_max_position_embeddings);
-    constexpr double kPi = 3.14159265358979323846;
     auto corr = [&](double rotations) {
       return dim * std::log(orig / (rotations * 2.0 * kPi)) / (2.0 * std::log(base));
     };

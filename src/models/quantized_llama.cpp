@@ -177,7 +177,7 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     }
   }
   std::vector<float> inv_freq = llama::rope_inv_freq(rope_dim, theta, scaling);
-  if (ct.tensor_infos.count("rope_freqs.weight")) {
+  if (has(ct, "rope_freqs.weight")) {
     std::vector<float> f = dense(ct, "rope_freqs.weight", Shape{rope_dim / 2}, device).to_vec1<float>();
     for (size_t i = 0; i < f.size(); ++i) {
       if (!(f[i] > 0.0f)) throw Error(ErrorKind::InvalidArgument, "gguf: rope_freqs.weight must be > 0");
@@ -185,8 +185,7 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     }
   }
 
-  const auto* vocab_info =
-      ct.tensor_infos.count("token_embd.weight") ? &ct.tensor_infos.at("token_embd.weight") : nullptr;
+  const auto* vocab_info = has(ct, "token_embd.weight") ? &ct.tensor_infos.at("token_embd.weight") : nullptr;
   if (!vocab_info || vocab_info->shape.rank() != 2)
     throw Error(ErrorKind::InvalidArgument, "gguf: missing or malformed token_embd.weight");
   const size_t vocab = vocab_info->shape.dims()[0];
@@ -274,9 +273,8 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     layers.push_back(std::move(l));
   }
   Tensor norm = dense(ct, "output_norm.weight", Shape{dim}, device);
-  detail::Proj head = ct.tensor_infos.count("output.weight")
-                          ? proj(ct, "output", Shape{vocab, dim}, device)
-                          : proj(ct, "token_embd", Shape{vocab, dim}, device);
+  detail::Proj head = has(ct, "output.weight") ? proj(ct, "output", Shape{vocab, dim}, device)
+                                               : proj(ct, "token_embd", Shape{vocab, dim}, device);
   detail::DecoderSpec spec;
   spec.heads = heads;
   spec.kv_heads = kv_heads;

@@ -176,68 +176,6 @@ INSTANTIATE_TEST_SUITE_P(Llm, Transformers,
                                            Family{"qwen3_moe", kExact}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// The GGUF path of qwen2 (q/k/v biases) and qwen3 (q/k norms, head_dim 24 != hidden / heads): the
-// fixtures' weights written as an f32 GGUF under llama.cpp's names (qwen GGUFs keep HF's row order:
-// the NEOX rope), loaded by quantized_llama, against transformers' logits and greedy tokens
-// (tolerance as for the safetensors models of these two families).
-TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
-  namespace gg = quantized::gguf_file;
-  for (const std::string family : {"qwen2", "qwen3"}) {
-    auto w = safetensors::load(dir(family) + "/model.safetensors", Device::cpu());
-    auto cfg = nlohmann::json::parse(std::ifstream(dir(family) + "/config.json"));
-    gg::TensorList tensors;
-    auto put = [&](const std::string& name, const std::string& hf) {
-      tensors.emplace_back(
-          name, quantized::QTensor::quantize(w.at(hf).to_dtype(DType::F32), quantized::GgmlDType::F32));
-    };
-    put("token_embd.weight", "model.embed_tokens.weight");
-    put("output_norm.weight", "model.norm.weight");
-    const size_t layers = cfg["num_hidden_layers"].get<size_t>();
-    for (size_t i = 0; i < layers; ++i) {
-      const std::string b = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
-      put(b + "attn_norm.weight", h + "input_layernorm.weight");
-      put(b + "ffn_norm.weight", h + "post_attention_layernorm.weight");
-      for (const char* p : {"q", "k", "v"}) {
-        put(b + "attn_" + p + ".weight", h + "self_attn." + p + "_proj.weight");
-        if (family == "qwen2") put(b + "attn_" + p + ".bias", h + "self_attn." + p + "_proj.bias");
-      }
-      put(b + "attn_output.weight", h + "self_attn.o_proj.weight");
-      if (family == "qwen3") {
-        put(b + "attn_q_norm.weight", h + "self_attn.q_norm.weight");
-        put(b + "attn_k_norm.weight", h + "self_attn.k_norm.weight");
-      }
-      put(b + "ffn_gate.weight", h + "mlp.gate_proj.weight");
-      put(b + "ffn_up.weight", h + "mlp.up_proj.weight");
-      put(b + "ffn_down.weight", h + "mlp.down_proj.weight");
-    }
-    const size_t heads = cfg["num_attention_heads"].get<size_t>();
-    const size_t hidden = cfg["hidden_size"].get<size_t>();
-    const uint32_t head_dim =
-        static_cast<uint32_t>(cfg.contains("head_dim") ? cfg["head_dim"].get<size_t>() : hidden / heads);
-    const std::string a = family + ".";
-    gg::MetadataList meta{
-        {"general.architecture", family},
-        {a + "context_length", cfg["max_position_embeddings"].get<uint32_t>()},
-        {a + "embedding_length", static_cast<uint32_t>(hidden)},
-        {a + "block_count", static_cast<uint32_t>(layers)},
-        {a + "feed_forward_length", cfg["intermediate_size"].get<uint32_t>()},
-        {a + "attention.head_count", static_cast<uint32_t>(heads)},
-        {a + "attention.head_count_kv", cfg["num_key_value_heads"].get<uint32_t>()},
-        {a + "attention.key_length", head_dim},
-        {a + "attention.value_length", head_dim},
-        {a + "attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"].get<float>()},
-        {a + "rope.freq_base", cfg["rope_parameters"]["rope_theta"].get<float>()},
-    };
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("candle-test-" + family + ".gguf")).string();
-    gg::write(path, meta, tensors);
-    auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
-    std::filesystem::remove(path);
-    EXPECT_EQ(lm->architecture(), family);
-    expect_transformers(*lm, family, kF16Rope);
-  }
-}
-
 namespace {
 
 namespace gg = quantized::gguf_file;
@@ -294,11 +232,13 @@ std::string write_fixture_gguf(const std::string& family, const std::string& pat
       put_t(b + "attn_k.weight", permuted(h + "self_attn.k_proj.weight", kv));
       put(b + "attn_v.weight", h + "self_attn.v_proj.weight");
     } else {
-      for (const char* p : {"q", "k", "v"})
+      for (const char* p : {"q", "k", "v"}) {
         put(b + "attn_" + p + ".weight", h + "self_attn." + p + "_proj.weight");
+        if (family == "qwen2") put(b + "attn_" + p + ".bias", h + "self_attn." + p + "_proj.bias");
+      }
     }
     put(b + "attn_output.weight", h + "self_attn.o_proj.weight");
-    if (family == "gemma3" || family == "qwen3_moe") {
+    if (family == "gemma3" || family == "qwen3" || family == "qwen3_moe") {
       put_norm(b + "attn_q_norm.weight", h + "self_attn.q_norm.weight");
       put_norm(b + "attn_k_norm.weight", h + "self_attn.k_norm.weight");
     }
@@ -408,6 +348,21 @@ std::string temp_gguf(const std::string& what) {
 }
 
 }  // namespace
+
+// The GGUF path of qwen2 (q/k/v biases) and qwen3 (q/k norms, head_dim 24 != hidden / heads): the
+// fixtures' weights written as an f32 GGUF under llama.cpp's names (qwen GGUFs keep HF's row order:
+// the NEOX rope), loaded by quantized_llama, against transformers' logits and greedy tokens
+// (tolerance as for the safetensors models of these two families).
+TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
+  for (const std::string family : {"qwen2", "qwen3"}) {
+    const std::string path = temp_gguf(family);
+    write_fixture_gguf(family, path);
+    auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);
+    std::filesystem::remove(path);
+    EXPECT_EQ(lm->architecture(), family);
+    expect_transformers(*lm, family, kF16Rope);
+  }
+}
 
 // The GGUF path of the other families: the fixtures' weights written as an f32 GGUF under
 // llama.cpp's names and conventions (its converter's): gemma's norms stored as 1 + w, gemma2 /
