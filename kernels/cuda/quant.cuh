@@ -60,6 +60,39 @@ __device__ __forceinline__ uint32_t ld32_a2(const uint8_t* p) { return ld16(p) |
 __device__ __forceinline__ uint4 ld128(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ float f16_at(const uint8_t* p) { return f16_to_f32(ld16(p)); }
 
+// The N bytes of a block at a 2-byte-aligned address p, read with the aligned 8-byte loads that
+// cover them (the ceil((o + N) / 8) words that hold one of its bytes, o = p % 8; every one lies in
+// the allocation, whose size is a multiple of 512). A warp whose lanes take consecutive blocks of
+// 18 or 34 bytes then reads each L1 sector about 3 or 5 times per block instead of once per 2-byte
+// load (9 or 17 times): the quantized matvec is bound by L1 traffic, not by DRAM, without it.
+// word(B): the 4 bytes at p + B (B even, B + 4 <= N, a constant once the caller's loop is unrolled).
+template <int N>
+struct Span {
+  static constexpr int kLoads = (N + 6 + 7) / 8;
+  uint32_t w[2 * kLoads + 2];
+  uint32_t o;
+  __device__ __forceinline__ explicit Span(const uint8_t* p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    o = static_cast<uint32_t>(a & 7u);
+    const auto* q = reinterpret_cast<const uint2*>(a - o);
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      uint2 v = make_uint2(0u, 0u);
+      if (8u * i < o + N) v = __ldg(q + i);
+      w[2 * i] = v.x;
+      w[2 * i + 1] = v.y;
+    }
+    w[2 * kLoads] = w[2 * kLoads + 1] = 0u;
+  }
+  __device__ __forceinline__ uint32_t word(int b) const {
+    const uint32_t c = (o + static_cast<uint32_t>(b & 3)) >> 2;  // 0, 1 or 2 words past b / 4
+    const int base = b / 4;
+    const uint32_t lo = c == 0 ? w[base] : (c == 1 ? w[base + 1] : w[base + 2]);
+    const uint32_t hi = c == 0 ? w[base + 1] : (c == 1 ? w[base + 2] : w[base + 3]);
+    return __funnelshift_r(lo, hi, ((o + static_cast<uint32_t>(b)) & 2u) * 8u);
+  }
+};
+
 // IQ4_NL's 16 levels as 4 words of 4 signed bytes
 constexpr uint32_t iq4_word(int i) {
   return static_cast<uint32_t>(static_cast<uint8_t>(kIq4nlValues[4 * i])) |
@@ -138,9 +171,11 @@ struct QT<kQ4_0> {
     return __fmul_rn(static_cast<float>(l - 8), f16_at(b));
   }
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = f16_at(b);
+    const Span<kSize> sp(b);
+    it.d = f16_to_f32(sp.word(0) & 0xffffu);
+#pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = ld32_a2(b + 2 + 4 * i);
+      const uint32_t w = sp.word(2 + 4 * i);
       it.q[0][i] = static_cast<int>(__vsub4(w & 0x0f0f0f0fu, 0x08080808u));
       it.q[0][i + 4] = static_cast<int>(__vsub4((w >> 4) & 0x0f0f0f0fu, 0x08080808u));
     }
@@ -181,10 +216,12 @@ struct QT<kQ5_0> {
     return __fmul_rn(static_cast<float>(l - 16), f16_at(b));
   }
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = f16_at(b);
-    const uint32_t qh = ld32_a2(b + 2);
+    const Span<kSize> sp(b);
+    it.d = f16_to_f32(sp.word(0) & 0xffffu);
+    const uint32_t qh = sp.word(2);
+#pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = ld32_a2(b + 6 + 4 * i);
+      const uint32_t w = sp.word(6 + 4 * i);
       it.q[0][i] = static_cast<int>(__vsub4((w & 0x0f0f0f0fu) | spread_bit4(qh >> (4 * i)), 0x10101010u));
       it.q[0][i + 4] =
           static_cast<int>(__vsub4(((w >> 4) & 0x0f0f0f0fu) | spread_bit4(qh >> (16 + 4 * i)), 0x10101010u));
@@ -226,9 +263,15 @@ struct Q8Blocks {
     return __fmul_rn(static_cast<float>(static_cast<int8_t>(ld8(b + kOff + j))), f16_at(b));
   }
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = f16_at(b);
-    for (int i = 0; i < 8; ++i)
-      it.q[0][i] = static_cast<int>(kOff % 4 == 0 ? ld32(b + kOff + 4 * i) : ld32_a2(b + kOff + 4 * i));
+    if constexpr (kOff % 4 == 0) {
+      it.d = f16_at(b);
+      for (int i = 0; i < 8; ++i) it.q[0][i] = static_cast<int>(ld32(b + kOff + 4 * i));
+    } else {
+      const Span<kSize> sp(b);
+      it.d = f16_to_f32(sp.word(0) & 0xffffu);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) it.q[0][i] = static_cast<int>(sp.word(kOff + 4 * i));
+    }
     it.sc[0][0] = it.sc[0][1] = 1;
   }
 };
@@ -247,9 +290,11 @@ struct QT<kIQ4_NL> {
     return __fmul_rn(f16_at(b), iq4_level(j < 16 ? q & 0xf : q >> 4));
   }
   __device__ static void decode(const uint8_t* b, int, Item<1>& it) {
-    it.d = f16_at(b);
+    const Span<kSize> sp(b);
+    it.d = f16_to_f32(sp.word(0) & 0xffffu);
+#pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t w = ld32_a2(b + 2 + 4 * i);
+      const uint32_t w = sp.word(2 + 4 * i);
       it.q[0][i] = static_cast<int>(iq4_levels(w & 0x0f0f0f0fu));
       it.q[0][i + 4] = static_cast<int>(iq4_levels((w >> 4) & 0x0f0f0f0fu));
     }
@@ -394,12 +439,11 @@ struct QT<kQ6K> {
     const int h = item / 4, s = item % 4;
     it.d = f16_at(b + 208);
     const uint32_t sc = ld16(b + 192 + 8 * h + 2 * s);
-    const uint8_t* ql = b + 64 * h + 32 * (s % 2);
-    const uint8_t* qh = b + 128 + 32 * h;
+    const Span<32> ql(b + 64 * h + 32 * (s % 2)), qh(b + 128 + 32 * h);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t lo = (ld32_a2(ql + 4 * i) >> (4 * (s / 2))) & 0x0f0f0f0fu;
-      const uint32_t hi = ((ld32_a2(qh + 4 * i) >> (2 * s)) & 0x03030303u) << 4;
+      const uint32_t lo = (ql.word(4 * i) >> (4 * (s / 2))) & 0x0f0f0f0fu;
+      const uint32_t hi = ((qh.word(4 * i) >> (2 * s)) & 0x03030303u) << 4;
       it.q[0][i] = static_cast<int>(__vsub4(lo | hi, 0x20202020u));
     }
     it.sc[0][0] = static_cast<int8_t>(sc & 0xffu);

@@ -149,6 +149,16 @@ StoragePtr CudaStorage::index_add(const Layout& l, const BackendStorage& ids_b, 
 
 namespace {
 
+// whether the ids of layout l take the same value at every position but along dim (stride 0 or
+// extent 1 elsewhere) and lie there as a row (stride 1, or one id)
+bool ids_vary_only_along(const Layout& l, size_t dim) {
+  const auto& shape = l.shape();
+  const auto& stride = l.stride();
+  for (size_t i = 0; i < shape.rank(); ++i)
+    if (i != dim && shape[i] != 1 && stride[i] != 0) return false;
+  return shape[dim] == 1 || stride[dim] == 1;
+}
+
 void scatter_in_place(CudaStorage& self, bool add, const Layout& l, const BackendStorage& ids_b,
                       const Layout& ids_l, const BackendStorage& src_b, const Layout& src_l, size_t dim,
                       const char* op) {
@@ -166,18 +176,22 @@ void scatter_in_place(CudaStorage& self, bool add, const Layout& l, const Backen
   const size_t n_src = src_l.elem_count();
   if (n_src == 0) return;
   check_index_dtype(ids.dtype(), op);
-  // ids and src are read while self is written: copied when they share its memory
-  const Dense id = dense_input(ids, ids_l, op, ids.shares_memory_with(self));
-  const Dense s = dense_input(src, src_l, op, src.shares_memory_with(self));
   const Split sp = split_at(l.shape(), dim);
   const size_t n = src_l.shape()[dim];
+  // ids that vary only along dim (a decode step's KV write: one position broadcast over the heads
+  // and the head dim) are read as the row of their n values: n ids checked, none read per element
+  const bool along = !ids.shares_memory_with(self) && ids_vary_only_along(ids_l, dim);
+  // ids and src are read while self is written: copied when they share its memory
+  const Dense id = along ? Dense{&ids, ids_l.start_offset(), nullptr}
+                         : dense_input(ids, ids_l, op, ids.shares_memory_with(self));
+  const Dense s = dense_input(src, src_l, op, src.shares_memory_with(self));
   // the ids check and the writes: one launch for a small scatter (cuda_k::scatter_checked)
   CuStoragePtr bad = self.cdev().make(DType::I64, 1);
   auto chk = self.ctx().register_id_check(op, dim, sp.dim, l.shape().to_string());
-  const cuda_k::IdCheckArgs args{static_cast<int64_t>(n_src), static_cast<int64_t>(sp.dim), chk.tag,
-                                 chk.fault, bad->ptr<unsigned long long>()};
+  const cuda_k::IdCheckArgs args{static_cast<int64_t>(along ? n : n_src), static_cast<int64_t>(sp.dim),
+                                 chk.tag, chk.fault, bad->ptr<unsigned long long>()};
   self.ctx().launched(
-      cuda_k::scatter_checked(add, true, dt_of(self.dtype()), dt_of(ids.dtype()), self.at(l.start_offset()),
+      cuda_k::scatter_checked(add, !along, dt_of(self.dtype()), dt_of(ids.dtype()), self.at(l.start_offset()),
                               s.s->at(s.first), id.s->at(id.first), static_cast<int64_t>(sp.left),
                               static_cast<int64_t>(sp.dim), static_cast<int64_t>(n),
                               static_cast<int64_t>(sp.right), args, self.stream()),

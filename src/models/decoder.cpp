@@ -377,7 +377,8 @@ Tensor Decoder::decode_step(const Tensor& ids, StaticDecode& st) const {
                         st.sin[set].index_select(st.pos, 0).to_dtype(x.dtype()));
   const Tensor kv_len = st.pos.affine(1.0, 1.0);
   const Shape one{st.k[0].dim(0), spec_.kv_heads, 1, spec_.head_dim};
-  const Tensor at = st.pos.reshape({1, 1, 1, 1}).broadcast_as(one).contiguous();
+  // (a broadcast view: a backend may read the one position instead of an id per element)
+  const Tensor at = st.pos.reshape({1, 1, 1, 1}).broadcast_as(one);
   x = blocks(std::move(x), tables,
              [&](size_t i, const DecoderLayer& l, const Tensor& h, const Tensor& cos, const Tensor& sin) {
                auto [q, k, v] = qkv(l, h, cos, sin);

@@ -109,34 +109,40 @@ TEST(CudaAttention, AKeyCountOutOfRangeIsAnErrorAtTheNextSync) {
 // (ids over 4096: check, then scatter).
 TEST(CudaDecode, AKvWriteChecksItsPositionInTheSameLaunch) {
   NEED_CUDA_DEVICE();
-  for (size_t d : {64, 2048}) {  // 4 * 64 ids: one block; 4 * 2048: check_ids first
-    const Tensor kv = randn({1, 4, 10, d}, 5), row = randn({1, 4, 1, d}, 6);
-    auto at = [&](uint32_t p, const Device& on) {
-      return Tensor::from_vec(std::vector<uint32_t>(4 * d, p), {1, 4, 1, d}, on);
-    };
-    Tensor want = kv.copy(), got = kv.to_device(dev);
-    want.scatter_set(at(7, Device::cpu()), row, 2);
-    const Tensor ids = at(7, dev), src = row.to_device(dev);
-    const uint64_t before = cuda::stats().launches;
-    got.scatter_set(ids, src, 2);
-    if (d == 64) {
-      EXPECT_EQ(cuda::stats().launches - before, 1u);
+  // 4 * 64 ids: one block, one id a thread; 4 * 1024 (a LLaMA-7B step's 32 heads x 128): one block,
+  // four a thread; 4 * 2048: check_ids first
+  // with the position broadcast (as the decoder writes it): one launch whatever d, no per-element ids
+  for (const bool broadcast : {false, true})
+    for (size_t d : {64, 1024, 2048}) {
+      const Tensor kv = randn({1, 4, 10, d}, 5), row = randn({1, 4, 1, d}, 6);
+      auto at = [&](uint32_t p, const Device& on) {
+        if (broadcast)
+          return Tensor::from_vec(std::vector<uint32_t>{p}, {1, 1, 1, 1}, on).broadcast_as({1, 4, 1, d});
+        return Tensor::from_vec(std::vector<uint32_t>(4 * d, p), {1, 4, 1, d}, on);
+      };
+      Tensor want = kv.copy(), got = kv.to_device(dev);
+      want.scatter_set(at(7, Device::cpu()), row, 2);
+      const Tensor ids = at(7, dev), src = row.to_device(dev);
+      const uint64_t before = cuda::stats().launches;
+      got.scatter_set(ids, src, 2);
+      if (d <= 1024 || broadcast) {
+        EXPECT_EQ(cuda::stats().launches - before, 1u);
+      }
+      EXPECT_EQ(host(got), host(want)) << d;
+      const Tensor bad = at(10, dev);
+      try {
+        got.scatter_set(bad, src, 2);
+        dev.synchronize();
+        ADD_FAILURE() << "no error for position 10 of 10, d " << d << ", broadcast " << broadcast;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::IndexOutOfRange) << e.what();
+        EXPECT_NE(std::string(e.what()).find("index 10"), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(host(got), host(want)) << d << ": the failed write changed the buffer";
+      got.scatter_set(at(2, dev), src, 2);  // the device still works after the error
+      want.scatter_set(at(2, Device::cpu()), row, 2);
+      EXPECT_EQ(host(got), host(want)) << d;
     }
-    EXPECT_EQ(host(got), host(want)) << d;
-    const Tensor bad = at(10, dev);
-    try {
-      got.scatter_set(bad, src, 2);
-      dev.synchronize();
-      ADD_FAILURE() << "no error for position 10 of 10, d " << d;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::IndexOutOfRange) << e.what();
-      EXPECT_NE(std::string(e.what()).find("index 10"), std::string::npos) << e.what();
-    }
-    EXPECT_EQ(host(got), host(want)) << d << ": the failed write changed the buffer";
-    got.scatter_set(at(2, dev), src, 2);  // the device still works after the error
-    want.scatter_set(at(2, Device::cpu()), row, 2);
-    EXPECT_EQ(host(got), host(want)) << d;
-  }
 }
 
 // nn::ops::silu_mul on CUDA (one kernel) gives the two element-wise ops' values bit for bit, in f32,
