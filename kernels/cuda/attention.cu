@@ -237,6 +237,53 @@ cudaError_t attention(Dt dt, const void* q, const void* k, const void* v, const 
   });
 }
 
+namespace {
+
+// one warp a row; the row's scores read three times (max, sum, write), from L2 for the sizes the
+// caller's chunks keep
+__global__ void softmax_rows_kernel(float* __restrict__ s, int64_t total, int64_t rows, int64_t n, int64_t q0,
+                                    int64_t tq, int64_t offset, AttnOpts o) {
+  pdl_entry();
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < total;
+       row += warps) {
+    const int64_t pos = offset + (q0 + row % rows) % tq;
+    const int64_t hi0 = o.causal ? pos + 1 : n, hi = hi0 < n ? hi0 : n;
+    int64_t lo = (o.window > 0 && pos + 1 > o.window) ? pos + 1 - o.window : 0;
+    if (lo > hi) lo = hi;
+    float* r = s + row * n;
+    float m = neg_inf;
+    for (int64_t j = lo + lane; j < hi; j += 32) {
+      float x = r[j];
+      if (o.softcap > 0.0f) {
+        x = o.softcap * tanhf(x / o.softcap);
+        r[j] = x;
+      }
+      m = fmaxf(m, x);
+    }
+    m = warp_max(m);
+    float l = 0.0f;
+    if (m != neg_inf)
+      for (int64_t j = lo + lane; j < hi; j += 32) l += expf(r[j] - m);
+    l = warp_sum(l);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t j = lane; j < n; j += 32)
+      r[j] = (j >= lo && j < hi && m != neg_inf) ? expf(r[j] - m) * inv : 0.0f;
+  }
+}
+
+}  // namespace
+
+cudaError_t attention_softmax_rows(float* s, int64_t blocks, int64_t rows, int64_t n, int64_t q0, int64_t tq,
+                                   int64_t offset, const AttnOpts& o, cudaStream_t st) {
+  const int64_t total = blocks * rows;
+  if (total == 0 || n == 0) return cudaSuccess;
+  softmax_rows_kernel<<<grid_for(total * 32), kBlock, 0, st>>>(s, total, rows, n, q0, tq, offset, o);
+  return cudaGetLastError();
+}
+
 cudaError_t attention_combine(Dt dt, const AttnGeo& g, int splits, const float* part, void* out,
                               cudaStream_t s) {
   const int64_t rows = g.b * g.h * g.tq;

@@ -76,6 +76,13 @@ cudaError_t attention(Dt dt, const void* q, const void* k, const void* v, const 
                       int splits, float* part, void* out, cudaStream_t s);
 cudaError_t attention_combine(Dt dt, const AttnGeo& g, int splits, const float* part, void* out,
                               cudaStream_t s);
+// The softmax between the two GEMMs of prefill attention (src/cuda/ops_nn.cpp): s holds
+// `blocks` x `rows` rows of n scores (row stride n, the scale already applied); row r of each block
+// is the query at index (q0 + r) % tq, at position offset + that index, and sees keys as AttnOpts
+// says (causal, window; o.kv_len unused). Each row becomes its probabilities in place: softcap,
+// the keys it does not see 0, exp(x - max) / sum over the rest; a row that sees no key all zeros.
+cudaError_t attention_softmax_rows(float* s, int64_t blocks, int64_t rows, int64_t n, int64_t q0, int64_t tq,
+                                   int64_t offset, const AttnOpts& o, cudaStream_t st);
 
 // ---- optimizer steps (optim.cu) ----
 // AdamW in place over n dense elements (F32 or F64), in the CPU's order of operations:

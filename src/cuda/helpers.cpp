@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "blas.h"
 #include "storage.h"
 
 namespace candle::cuda_backend {
@@ -132,6 +133,10 @@ Dense dense(const CudaStorage& s, const Layout& l) {
   auto out = s.cdev().make(s.dtype(), l.elem_count());
   s.copy_strided_src(*out, 0, l);
   return {out.get(), 0, out};
+}
+
+void check_blas(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) fail(std::string(what) + ": " + cublasGetStatusString(st));
 }
 
 }  // namespace candle::cuda_backend

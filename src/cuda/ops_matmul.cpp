@@ -6,6 +6,7 @@
 #include <atomic>
 #include <climits>
 
+#include "blas.h"
 #include "candle/cuda.h"
 #include "storage.h"
 
@@ -42,10 +43,6 @@ std::optional<BlasOperand> blas_operand(size_t outer, size_t inner, size_t so, s
   if (si == 1 && so >= std::max<size_t>(inner, 1)) return BlasOperand{CUBLAS_OP_N, static_cast<int64_t>(so)};
   if (so == 1 && si >= std::max<size_t>(outer, 1)) return BlasOperand{CUBLAS_OP_T, static_cast<int64_t>(si)};
   return std::nullopt;
-}
-
-void check_blas(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS) fail(std::string(what) + ": " + cublasGetStatusString(st));
 }
 
 }  // namespace

@@ -4,9 +4,12 @@
 // nullptr / false where the CPU has no kernel either (mixed dtypes, wrong ranks) and where these
 // kernels have none (attention with d or dv beyond kAttnMaxD, odd rope dims), so that
 // candle::nn composes tensor ops on the device; non-float dtypes throw as the CPU does.
+#include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 
+#include "blas.h"
 #include "core/row_layout.h"
 #include "launch_nn.h"
 #include "storage.h"
@@ -74,6 +77,73 @@ Op4 op4(const CudaStorage& x, const Layout& l) {
   const auto& st = l.stride();
   if (d[3] <= 1 || st[3] == 1) return {{&x, l.start_offset(), nullptr}, {i64(st[0]), i64(st[1]), i64(st[2])}};
   return {dense(x, l), {i64(d[1] * d[2] * d[3]), i64(d[2] * d[3]), i64(d[3])}};
+}
+
+// Prefill attention in f32 as two cuBLAS GEMMs per kv head with the scores between them
+// (cuda_k::attention_softmax_rows): S = scale Q K^T for the query rows of the heads that share the
+// kv head, then S's rows become probabilities and O = P V. The fused kernel stages 32 keys for 4
+// query rows at a time, 503 us a layer for TinyLlama's 512-token prefill on the H200 (70% of the
+// prefill). The scores of one call stay within CANDLE_CUDA_ATTN_GEMM_MB (default 256): the query
+// rows go in chunks where a prompt is longer, each with the keys its last row sees.
+size_t attn_gemm_budget() {
+  const char* e = std::getenv("CANDLE_CUDA_ATTN_GEMM_MB");
+  const long v = e ? std::strtol(e, nullptr, 10) : 256;
+  return static_cast<size_t>(v > 0 ? v : 256) << 20;
+}
+
+// query rows from which prefill attention takes the GEMMs (CANDLE_CUDA_ATTN_GEMM=0: never; both
+// read at each call, which is a prompt's, so that tests and measurements can switch them)
+bool attn_gemm_wanted(int64_t tq) {
+  const char* e = std::getenv("CANDLE_CUDA_ATTN_GEMM");
+  return !(e && e[0] == '0') && tq >= 64;
+}
+
+void gemm_attention(const CudaStorage& self, const Op4& q, const Op4& k, const Op4& v,
+                    const cuda_k::AttnGeo& g, const cuda_k::AttnOpts& o, CudaStorage& out) {
+  Context& c = self.ctx();
+  const int64_t group = g.h / g.hkv, offset = g.tk - g.tq;
+  const size_t budget = attn_gemm_budget();
+  const auto score_bytes = [&](int64_t rows, int64_t keys) {
+    return static_cast<size_t>(g.hkv) * static_cast<size_t>(rows) * static_cast<size_t>(keys) * sizeof(float);
+  };
+  // one call a batch row where the group's heads are consecutive rows of q and their scores fit
+  const bool whole = q.s[1] == g.tq * q.s[2] && score_bytes(group * g.tq, g.tk) <= budget;
+  int64_t chunk = g.tq;
+  if (!whole)
+    while (chunk > 1 && score_bytes(chunk, g.tk) > budget) chunk = (chunk + 1) / 2;
+  const int64_t max_rows = whole ? group * g.tq : chunk;
+  BlockPtr scores = c.alloc(score_bytes(max_rows, g.tk));
+  auto* sp = static_cast<float*>(scores->ptr);
+  const auto* qb = static_cast<const float*>(q.src.s->at(q.src.first));
+  const auto* kb = static_cast<const float*>(k.src.s->at(k.src.first));
+  const auto* vb = static_cast<const float*>(v.src.s->at(v.src.first));
+  auto* ob = out.ptr<float>();
+  DeviceGuard guard(c.ordinal());
+  cublasHandle_t h = c.cublas();
+  const float one = 1.0f, zero = 0.0f;
+  const auto i32 = [](int64_t x) { return static_cast<int>(x); };
+  for (int64_t bi = 0; bi < g.b; ++bi)
+    for (int64_t gi = 0; gi < (whole ? 1 : group); ++gi)
+      for (int64_t c0 = 0; c0 < g.tq; c0 += whole ? g.tq : chunk) {
+        const int64_t m = whole ? group * g.tq : std::min(chunk, g.tq - c0);
+        // the keys the call's last query sees (all of them for the whole group's rows)
+        const int64_t n = o.causal && !whole ? std::min(g.tk, offset + c0 + m) : g.tk;
+        const float* qp = qb + bi * q.s[0] + gi * q.s[1] + c0 * q.s[2];
+        const float* kp = kb + bi * k.s[0];
+        const float* vp = vb + bi * v.s[0];
+        float* op = ob + ((bi * g.h + gi) * g.tq + c0) * g.dv;
+        check_blas(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, i32(n), i32(m), i32(g.d), &o.scale,
+                                             kp, i32(k.s[2]), k.s[1], qp, i32(q.s[2]), group * q.s[1], &zero,
+                                             sp, i32(n), m * n, i32(g.hkv)),
+                   "cublasSgemmStridedBatched (attention scores)");
+        c.launched(cuda_k::attention_softmax_rows(sp, g.hkv, m, n, c0, g.tq, offset, o, self.stream()),
+                   "scaled_dot_product_attention (softmax)");
+        check_blas(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, i32(g.dv), i32(m), i32(n), &one, vp,
+                                             i32(v.s[2]), v.s[1], sp, i32(n), m * n, &zero, op, i32(g.dv),
+                                             group * g.tq * g.dv, i32(g.hkv)),
+                   "cublasSgemmStridedBatched (attention output)");
+        counters().launches += 2;
+      }
 }
 
 bool dense_in(const BackendStorage& s, const Layout& l, size_t n) {
@@ -223,6 +293,10 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
     o.fault = chk.fault;
   }
   auto out = cdev().make(dtype_, n);
+  if (!lc && dtype_ == DType::F32 && attn_gemm_wanted(g.tq) && g.tk <= INT32_MAX && g.d <= INT32_MAX) {
+    gemm_attention(*this, q, k, v, g, o, *out);
+    return out;
+  }
   // a grid too small for the card (a decode step over a long cache): the keys split over more
   // blocks, their partial results merged by a second kernel
   const int splits = cuda_k::attention_splits(g, ctx().sm_count());

@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "blas.h"
 #include "candle/backend/qblocks.h"
 #include "launch_quant.h"
 #include "storage.h"
@@ -30,10 +31,6 @@ const void* checked_blocks(const CudaStorage& s, const Layout& l, size_t need, c
   if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
     internal(std::string(op) + ": the blocks are not 16-byte aligned");
   return p;
-}
-
-void check_blas(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS) fail(std::string(what) + ": " + cublasGetStatusString(st));
 }
 
 }  // namespace

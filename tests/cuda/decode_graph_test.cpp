@@ -71,6 +71,51 @@ TEST(CudaAttention, TheKeyCountReadOnTheDeviceEqualsNarrowedBuffers) {
   }
 }
 
+// Prefill attention (64 query rows or more, f32) through two cuBLAS GEMMs with the softmax between:
+// the CPU's values with GQA, causal or not, an offset (keys narrowed from a longer cache), a
+// window, softcap, a query that is a transposed view (its heads not consecutive rows: a call per
+// head of the group) and query rows in chunks (CANDLE_CUDA_ATTN_GEMM_MB=1), and the fused
+// kernel's (CANDLE_CUDA_ATTN_GEMM=0) within float rounding.
+TEST(CudaAttention, PrefillThroughGemmsEqualsTheCpu) {
+  NEED_CUDA_DEVICE();
+  struct Case {
+    size_t h, hkv, tq, tk, d;
+    bool causal, transposed;
+    std::optional<size_t> window;
+    std::optional<double> softcap;
+    const char* budget_mb;
+  };
+  const Case cases[] = {{8, 2, 96, 160, 64, true, false, {}, {}, nullptr},
+                        {8, 2, 96, 160, 64, true, false, 50, 30.0, nullptr},
+                        {4, 4, 64, 64, 128, false, false, {}, {}, nullptr},
+                        {8, 2, 80, 100, 64, true, true, {}, {}, nullptr},
+                        {8, 2, 512, 512, 64, true, false, 300, {}, "1"}};
+  for (const Case& c : cases) {
+    const std::string what = "h " + std::to_string(c.h) + "/" + std::to_string(c.hkv) + " tq " +
+                             std::to_string(c.tq) + " tk " + std::to_string(c.tk) +
+                             (c.transposed ? " transposed" : "") + (c.budget_mb ? " chunked" : "");
+    Tensor q = c.transposed ? randn({1, c.tq, c.h, c.d}, 1).transpose(1, 2) : randn({1, c.h, c.tq, c.d}, 1);
+    // the keys of a cache 40 positions longer, narrowed (strided rows of heads)
+    Tensor k = randn({1, c.hkv, c.tk + 40, c.d}, 2), v = randn({1, c.hkv, c.tk + 40, c.d}, 3);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+    auto run = [&](const Device& on) {
+      return host(ops::scaled_dot_product_attention(q.to_device(on), k.to_device(on).narrow(2, 0, c.tk),
+                                                    v.to_device(on).narrow(2, 0, c.tk), scale, c.causal,
+                                                    c.window, c.softcap));
+    };
+    const std::vector<float> want = run(Device::cpu());
+    if (c.budget_mb) ::setenv("CANDLE_CUDA_ATTN_GEMM_MB", c.budget_mb, 1);
+    const std::vector<float> gemm = run(dev);
+    ::unsetenv("CANDLE_CUDA_ATTN_GEMM_MB");
+    ::setenv("CANDLE_CUDA_ATTN_GEMM", "0", 1);
+    const std::vector<float> fused = run(dev);
+    ::unsetenv("CANDLE_CUDA_ATTN_GEMM");
+    EXPECT_LT(max_diff(gemm, want), 2e-5f) << what;
+    EXPECT_LT(max_diff(fused, want), 2e-5f) << what;
+    EXPECT_GT(max_diff(gemm, fused), 0.0f) << what << ": the same values, the GEMMs did not run";
+  }
+}
+
 // a count outside [queries, buffer positions] is clamped by the kernel and reported at the next
 // synchronisation as an InvalidArgument naming it, also from a graph's replay; the device works on
 TEST(CudaAttention, AKeyCountOutOfRangeIsAnErrorAtTheNextSync) {
