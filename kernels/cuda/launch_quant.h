@@ -1,6 +1,6 @@
-// The GGML block kernels (kernels/cuda/qdequant.cu, qmatmul.cu): dequantization and the quantized
-// matrix-vector product. Blocks are given as their bytes (a U8 storage), types as ggml's ids
-// (candle::quantized::GgmlDType's values).
+// The GGML block kernels (kernels/cuda/qdequant.cu, qmatmul.cu, hmatvec.cu): dequantization and the
+// quantized and half-precision matrix-vector products. Blocks are given as their bytes (a U8 storage), types
+// as ggml's ids (candle::quantized::GgmlDType's values).
 #pragma once
 
 #include "launch.h"
@@ -29,5 +29,10 @@ cudaError_t quantize_acts_q8(Dt dt, const void* x, size_t m, size_t k, size_t gr
 // `row_bytes` bytes of blocks of a quantized type (16-byte aligned; k a multiple of its block size).
 cudaError_t qmatvec(uint32_t ggml_type, const void* w, size_t row_bytes, size_t n, size_t k, size_t m,
                     const int8_t* q, const float* d, const int32_t* sums, float* y, cudaStream_t s);
+
+// y (m, n) f32 = x @ w^T for an f16 (bf16: bf16) weight w of n rows of k (16-byte aligned, k a
+// multiple of 8) and x m <= kQmvMaxRows dense f32 rows (16-byte aligned), in f32 (kernels/cuda/hmatvec.cu).
+cudaError_t half_matvec(bool bf16, const void* w, size_t n, size_t k, size_t m, const float* x, float* y,
+                        cudaStream_t s);
 
 }  // namespace candle::cuda_k

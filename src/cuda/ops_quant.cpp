@@ -12,6 +12,7 @@
 //    infinite here.
 #include <cublas_v2.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "blas.h"
@@ -35,9 +36,10 @@ const void* checked_blocks(const CudaStorage& s, const Layout& l, size_t need, c
 
 }  // namespace
 
-// x (m, k) times an f16 / bf16 weight (n, k) stored as these bytes: one cublasGemmEx with the
-// weight as it is, x converted to the weight's type on the GPU, f32 accumulation and output
-// (llama.cpp's CUDA path for F16 weights does the same conversion of x).
+// x (m, k) times an f16 / bf16 weight (n, k) stored as these bytes. Decode rows (m <= kQmvMaxRows):
+// cuda_k::half_matvec, the weight read once at the card's bandwidth, x in f32. Prefill: one
+// cublasGemmEx with the weight as it is, x converted to the weight's type on the GPU, f32
+// accumulation and output (llama.cpp's CUDA path for F16 weights does the same conversion of x).
 StoragePtr CudaStorage::half_weight_matmul(const Layout& blocks_l, const CudaStorage& x, const Layout& x_l,
                                            bool bf16, size_t n, size_t k) const {
   const DType wdt = bf16 ? DType::BF16 : DType::F16;
@@ -49,6 +51,21 @@ StoragePtr CudaStorage::half_weight_matmul(const Layout& blocks_l, const CudaSto
   const size_t m = x_l.elem_count() / k;
   auto out = cdev().make(DType::F32, checked_mul(m, n, "qmatmul"));
   if (m == 0 || n == 0) return out;
+  Context& c = ctx();
+  // decode rows: the f32 matrix-vector kernel (CANDLE_CUDA_HALF_MATVEC=0: cuBLAS for every m)
+  const char* hm = std::getenv("CANDLE_CUDA_HALF_MATVEC");
+  if (m <= cuda_k::kQmvMaxRows && k % 8 == 0 && !(hm && hm[0] == '0')) {
+    StoragePtr xf;
+    const void* xq = x.at(x_l.start_offset());
+    if (x.dtype() != DType::F32 || !x_l.is_contiguous() || reinterpret_cast<uintptr_t>(xq) % 16 != 0) {
+      xf = x.to_dtype(x_l, DType::F32);
+      xq = as_cuda(*xf, "qmatmul").at(0);
+    }
+    c.launched(
+        cuda_k::half_matvec(bf16, w, n, k, m, static_cast<const float*>(xq), out->ptr<float>(), stream()),
+        "half_matvec");
+    return out;
+  }
   StoragePtr xh;
   const void* xp = nullptr;
   if (x.dtype() == wdt && x_l.is_contiguous()) {
@@ -57,7 +74,6 @@ StoragePtr CudaStorage::half_weight_matmul(const Layout& blocks_l, const CudaSto
     xh = x.to_dtype(x_l, wdt);
     xp = as_cuda(*xh, "qmatmul").at(0);
   }
-  Context& c = ctx();
   DeviceGuard g(c.ordinal());
   const float one = 1.0f, zero = 0.0f;
   const auto n64 = static_cast<int64_t>(n), m64 = static_cast<int64_t>(m), k64 = static_cast<int64_t>(k);

@@ -139,31 +139,35 @@ TEST(CudaQuantized, FloatTypesDequantizeOnTheDevice) {
 }
 
 // f16 / bf16 weights on the GPU stay in their type (QMatMul keeps the QTensor: half the bytes of the
-// f32 copy the CPU uses) and multiply through cuBLAS on the weight's bytes, x rounded to the
-// weight's type: within 2^-10 (f16) / 2^-7 (bf16) of sum|w x|, for decode and prefill shapes.
+// f32 copy the CPU uses). Decode rows (m = 1; k a multiple of 8): the matrix-vector kernel, x in
+// f32, within 1e-5 of sum|w x| (plus the output's rounding to x's type); prefill (m = 40) and a k
+// of 100: cuBLAS on the weight's bytes, x rounded to the weight's type, within 2^-10 (f16) / 2^-7
+// (bf16). k = 4352: four warps a row.
 TEST(CudaQuantized, HalfWeightsMultiplyInTheirOwnType) {
   NEED_CUDA();
   Device cpu = Device::cpu();
-  for (GgmlDType t : {GgmlDType::F16, GgmlDType::BF16}) {
-    auto [cpu_q, dev_q] = weights(t, kN, 96, dev, 21);
-    QMatMul cpu_mm = QMatMul::from_qtensor(cpu_q), dev_mm = QMatMul::from_qtensor(dev_q);
-    EXPECT_EQ(dev_mm.dtype(), t) << name(t);
-    EXPECT_EQ(cpu_mm.dtype(), GgmlDType::F32) << name(t);  // the CPU multiplies the f32 copy
-    Tensor wd = cpu_q.dequantize(cpu);
-    for (size_t m : {size_t(1), size_t(40)})
-      for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-        const std::string what = name(t) + " m " + std::to_string(m) + " " + std::string(dtype_name(dt));
-        cpu.set_seed(200 + m);
-        Tensor x = Tensor::randn(0.f, 1.f, {m, 96}, cpu).to_dtype(dt);
-        reset_counters();
-        Tensor y = dev_mm.forward(x.to_device(dev));
-        dev.synchronize();
-        expect_no_fallbacks(what);
-        EXPECT_EQ(y.dtype(), dt) << what;
-        const double tol = (t == GgmlDType::F16 ? 1e-3 : 8e-3) + (dt == DType::F32 ? 0.0 : 4e-3);
-        expect_product(y, x, wd, tol, what);
-      }
-  }
+  for (GgmlDType t : {GgmlDType::F16, GgmlDType::BF16})
+    for (size_t k : {size_t(96), size_t(100), size_t(4352)}) {
+      auto [cpu_q, dev_q] = weights(t, kN, k, dev, 21);
+      QMatMul cpu_mm = QMatMul::from_qtensor(cpu_q), dev_mm = QMatMul::from_qtensor(dev_q);
+      EXPECT_EQ(dev_mm.dtype(), t) << name(t);
+      EXPECT_EQ(cpu_mm.dtype(), GgmlDType::F32) << name(t);  // the CPU multiplies the f32 copy
+      Tensor wd = cpu_q.dequantize(cpu);
+      for (size_t m : {size_t(1), size_t(40)})
+        for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+          const std::string what = name(t) + " k " + std::to_string(k) + " m " + std::to_string(m) + " " +
+                                   std::string(dtype_name(dt));
+          cpu.set_seed(200 + m);
+          Tensor x = Tensor::randn(0.f, 1.f, {m, k}, cpu).to_dtype(dt);
+          reset_counters();
+          Tensor y = dev_mm.forward(x.to_device(dev));
+          dev.synchronize();
+          expect_no_fallbacks(what);
+          EXPECT_EQ(y.dtype(), dt) << what;
+          const double in_type = m == 1 && k % 8 == 0 ? 1e-5 : (t == GgmlDType::F16 ? 1e-3 : 8e-3);
+          expect_product(y, x, wd, in_type + (dt == DType::F32 ? 0.0 : 4e-3), what);
+        }
+    }
 }
 
 // Decode (m = 1, 3, 8) and prefill (m = 33), f32 and f16 x, with a leading batch dim for m = 3.
