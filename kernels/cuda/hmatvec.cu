@@ -6,6 +6,7 @@
 
 #include "common.cuh"
 #include "launch_quant.h"
+#include "matvec.cuh"
 
 namespace candle::cuda_k {
 namespace {
@@ -76,27 +77,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       }
     }
   }
-#pragma unroll
-  for (int j = 0; j < M; ++j)
-    for (int o = 16; o > 0; o /= 2) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
-  if constexpr (W > 1) {
-    __shared__ float part[kWarpsPerBlock][M];
-    if (lane % 32 == 0) {
-#pragma unroll
-      for (int j = 0; j < M; ++j) part[warp][j] = acc[j];
-    }
-    __syncthreads();
-    if (lane == 0) {
-#pragma unroll
-      for (int j = 0; j < M; ++j)
-        for (int v = 1; v < W; ++v) acc[j] += part[warp + v][j];
-    }
-  }
-  if (valid && lane == 0) {
-#pragma unroll
-    for (int j = 0; j < M; ++j)
-      if (j < m) y[static_cast<uint64_t>(j) * n + row] = acc[j];
-  }
+  finish_rows<M, W, kWarpsPerBlock>(acc, warp, lane, valid, m, n, row, y);
 }
 
 template <bool kBf16, int M>
