@@ -88,7 +88,7 @@ Op4 op4(const CudaStorage& x, const Layout& l) {
 size_t attn_gemm_budget() {
   const char* e = std::getenv("CANDLE_CUDA_ATTN_GEMM_MB");
   const long v = e ? std::strtol(e, nullptr, 10) : 256;
-  return static_cast<size_t>(v > 0 ? v : 256) << 20;
+  return static_cast<size_t>(v > 0 ? std::min(v, 1L << 24) : 256) << 20;  // (at most 16 TiB: no wrap)
 }
 
 // query rows from which prefill attention takes the GEMMs (CANDLE_CUDA_ATTN_GEMM=0: never; both
