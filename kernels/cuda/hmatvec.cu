@@ -83,10 +83,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 template <bool kBf16, int M>
 cudaError_t launch_hmv(const void* w, size_t n, size_t k, size_t m, const float* x, float* y,
                        cudaStream_t s) {
-  // warps a row as the quantized matvec chooses them (by 16-byte chunks)
-  const size_t chunks = k / 8;
-  int wr = chunks >= 128 ? 4 : (chunks >= 64 ? 2 : 1);
-  while (wr > 1 && n * static_cast<size_t>(wr) > 32768) wr /= 2;
+  const int wr = warps_per_row(k / 8, n);  // by 16-byte chunks
   auto run = [&]<int W>() {
     constexpr size_t kRows = kWarpsPerBlock / W;
     const auto blocks = static_cast<unsigned>((n + kRows - 1) / kRows);

@@ -4,9 +4,18 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace candle::cuda_k {
+
+// Warps a row: 4 for rows of 128 units (items, 16-byte chunks) or more, 2 from 64 (units per lane:
+// a few at most), fewer where the matrix has rows enough to fill the GPU many times over.
+inline int warps_per_row(size_t units, size_t n) {
+  int wr = units >= 128 ? 4 : (units >= 64 ? 2 : 1);
+  while (wr > 1 && n * static_cast<size_t>(wr) > 32768) wr /= 2;
+  return wr;
+}
 
 // Each warp's sums reduced over its lanes, the row's W warps added in shared memory in warp order,
 // and lane 0 of the row's first warp writing y[j * n + row] for j < m (nothing for an invalid row).

@@ -166,14 +166,12 @@ cudaError_t launch_qmv_w(const void* w, size_t row_bytes, size_t n, size_t k, si
   return cudaGetLastError();
 }
 
-// Warps a row: 4 for rows of 128 items or more, 2 from 64 (items per lane: a few at most), fewer
-// where the matrix has rows enough to fill the GPU many times over.
+// Warps a row by the row's items (warps_per_row).
 template <uint32_t T, int M>
 cudaError_t launch_qmv(const void* w, size_t row_bytes, size_t n, size_t k, size_t m, const int8_t* q,
                        const float* d, const int32_t* sums, float* y, cudaStream_t s) {
   const size_t items = k / (32 * QT<T>::kUnits);
-  int wr = items >= 128 ? 4 : (items >= 64 ? 2 : 1);
-  while (wr > 1 && n * static_cast<size_t>(wr) > 32768) wr /= 2;
+  const int wr = warps_per_row(items, n);
   if (wr == 4) return launch_qmv_w<T, M, 4, kItemsInFlight>(w, row_bytes, n, k, m, q, d, sums, y, s);
   if (wr == 2) return launch_qmv_w<T, M, 2, kItemsInFlight>(w, row_bytes, n, k, m, q, d, sums, y, s);
   return launch_qmv_w<T, M, 1, kItemsInFlight>(w, row_bytes, n, k, m, q, d, sums, y, s);

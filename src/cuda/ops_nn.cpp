@@ -94,8 +94,9 @@ size_t attn_gemm_budget() {
 // query rows from which prefill attention takes the GEMMs (CANDLE_CUDA_ATTN_GEMM=0: never; both
 // read at each call, which is a prompt's, so that tests and measurements can switch them)
 bool attn_gemm_wanted(int64_t tq) {
+  if (tq < 64) return false;  // (decode steps: no environment read)
   const char* e = std::getenv("CANDLE_CUDA_ATTN_GEMM");
-  return !(e && e[0] == '0') && tq >= 64;
+  return !(e && e[0] == '0');
 }
 
 void gemm_attention(const CudaStorage& self, const Op4& q, const Op4& k, const Op4& v,
@@ -293,7 +294,7 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
     o.fault = chk.fault;
   }
   auto out = cdev().make(dtype_, n);
-  if (!lc && dtype_ == DType::F32 && attn_gemm_wanted(g.tq) && g.tk <= INT32_MAX && g.d <= INT32_MAX) {
+  if (!lc && dtype_ == DType::F32 && attn_gemm_wanted(g.tq) && g.tk <= INT32_MAX) {
     gemm_attention(*this, q, k, v, g, o, *out);
     return out;
   }

@@ -52,9 +52,12 @@ StoragePtr CudaStorage::half_weight_matmul(const Layout& blocks_l, const CudaSto
   auto out = cdev().make(DType::F32, checked_mul(m, n, "qmatmul"));
   if (m == 0 || n == 0) return out;
   Context& c = ctx();
-  // decode rows: the f32 matrix-vector kernel (CANDLE_CUDA_HALF_MATVEC=0: cuBLAS for every m)
-  const char* hm = std::getenv("CANDLE_CUDA_HALF_MATVEC");
-  if (m <= cuda_k::kQmvMaxRows && k % 8 == 0 && !(hm && hm[0] == '0')) {
+  // decode rows: the f32 matrix-vector kernel (CANDLE_CUDA_HALF_MATVEC=0, read once: cuBLAS for every m)
+  static const bool matvec = [] {
+    const char* e = std::getenv("CANDLE_CUDA_HALF_MATVEC");
+    return !(e && e[0] == '0');
+  }();
+  if (m <= cuda_k::kQmvMaxRows && k % 8 == 0 && matvec) {
     StoragePtr xf;
     const void* xq = x.at(x_l.start_offset());
     if (x.dtype() != DType::F32 || !x_l.is_contiguous() || reinterpret_cast<uintptr_t>(xq) % 16 != 0) {

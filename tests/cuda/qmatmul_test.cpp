@@ -38,8 +38,8 @@ std::string name(GgmlDType t) { return std::string(quantized::ggml_dtype_name(t)
 std::vector<size_t> ks_of(GgmlDType t) {
   std::vector<size_t> ks = {512};
   if (quantized::ggml_block_size(t) == 256) ks.insert(ks.begin(), 256);
-  // rows of 136 items (q4_0): the decode kernel's 4 warps a row, and for the blocks of 32 its
-  // grouped form with 4 blocks a lane (2 a lane at 512 and 2048)
+  // rows of 136 items (q4_0): the decode kernel's 4 warps a row, for every type whose blocks it
+  // reads with Span's aligned 8-byte loads too (Q5_0, IQ4_NL, Q8_1 beside Q4_0, Q8_0, Q6_K)
   if (t == GgmlDType::Q4_0 || t == GgmlDType::Q8_0 || t == GgmlDType::Q4K || t == GgmlDType::Q6K ||
       t == GgmlDType::Q5_0 || t == GgmlDType::IQ4_NL || t == GgmlDType::Q8_1)
     ks.push_back(4352);
