@@ -99,6 +99,36 @@ CANDLE_DEVICE_TEST(QMatMulDevice, MultipliesOnTheDevice) {
   }
 }
 
+// CUDA's decode row (m = 1, f32: one launch that quantizes x in shared memory, qmatvec1) against the
+// CPU's quantized product, which quantizes x the same way and takes the same integer dot products:
+// equal up to the order of the f32 sums. The shapes make warps take several rows (9000 rows of 256:
+// more than the grid has warps), rows of an odd count of items a lane (k = 11008 = 43 * 256, the
+// LLaMA-7B down projection's) and a row too long for the kernel's shared memory (k = 65536: the two
+// launches instead).
+CANDLE_DEVICE_TEST(QMatMulDevice, DecodeRowEqualsTheCpusQuantizedProduct) {
+  if (dev.kind() != DeviceKind::Cuda) GTEST_SKIP() << "CUDA's one-row kernel";
+  Device cpu = Device::cpu();
+  cpu.set_seed(17);
+  struct Case {
+    size_t n, k;
+  };
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q5K,
+                      GgmlDType::Q2K, GgmlDType::IQ4_XS, GgmlDType::Q4_1})
+    for (Case c : {Case{9000, 256}, Case{40, 11008}, Case{3, 65536}}) {
+      const std::string what =
+          std::string(ggml_dtype_name(t)) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
+      const QTensor q = QTensor::quantize(Tensor::randn(0.f, 1.f, {c.n, c.k}, cpu), t);
+      const Tensor x = Tensor::randn(0.f, 1.f, {1, c.k}, cpu);
+      const Tensor want = QMatMul::from_qtensor(q).forward(x);
+      const QTensor qd = q.narrow(0, c.n, dev);
+      ASSERT_TRUE(qd.device_data().defined()) << what;
+      const Tensor got = QMatMul::from_qtensor(qd).forward(x.to_device(dev)).to_device(cpu);
+      const float scale = want.abs().max_all().to_scalar<float>();
+      const float diff = (got - want).abs().max_all().to_scalar<float>();
+      EXPECT_LT(diff, 1e-5f * scale) << what << ": largest difference " << diff << " of " << scale;
+    }
+}
+
 // f16 / bf16 activations are multiplied as f32 (CUDA converts them to the weight's precision)
 CANDLE_DEVICE_TEST(QMatMulDevice, HalfActivations) {
   if (!has_kernels(dev, GgmlDType::Q4_0)) allow_round_trip(GetParam(), "qmatmul_dequantize");
