@@ -3,10 +3,16 @@
 # before and after builds interleaved in one run (so that the machine's drift hits both alike):
 #   git archive <before-commit> > .devdeps/before.tar
 #   source .devdeps/devenv.sh && bash tools/avx2_before_after_run.sh build   # then: ... bench
-# build: this tree in build-dev-after, the archive in build-dev-before (conv_bench, candle-mnist-training);
-# bench: REPS rounds (default 3) of {before, after (each of AFTER_VARIANTS)} for the 5x5 / 3x3 convs and the Fashion-MNIST epoch
-#        (synthetic IDX files), at 16 threads, the built-in kernels forced to AVX2 (after) and OpenBLAS
-#        to its Haswell kernel (both); medians printed. Logs under $OUT.
+# build: this tree in build-dev-after, the archive in build-dev-before (conv_bench, candle-mnist-training,
+#        candle-upscale; the before tree reads this tree's models/);
+#        a before tree whose built-in GEMM predates CANDLE_CPU_ISA (b59ee92 chose AVX-512 whenever the
+#        CPU had it) is patched to honour CANDLE_CPU_ISA=avx2, so both sides run AVX2 GEMM kernels;
+# bench: REPS rounds (default 3) of {before, after (each of AFTER_VARIANTS)} for the 5x5 / 3x3 convs, the slim x4
+#        upscale of the bundled 512² sample (network time, best of 2 passes) and the Fashion-MNIST epoch
+#        (synthetic IDX files), at 16 threads, the built-in kernels forced to AVX2 (both sides) and OpenBLAS
+#        to its Haswell kernel (both); medians printed. Logs under $OUT. The archive may leave out
+#        models/ and tests/ (the builds need neither):
+#          git archive b59ee92 | tar --delete --wildcards 'models/esrgan-*' 'tests/*' > .devdeps/before.tar
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -17,11 +23,17 @@ step=${1:-build}
 grep -m1 'model name' /proc/cpuinfo
 if [ "$step" = build ]; then
   rm -rf build-dev-before-src && mkdir -p build-dev-before-src && tar -xf .devdeps/before.tar -C build-dev-before-src
+  [ -e build-dev-before-src/models/esrgan-slim ] || { rm -rf build-dev-before-src/models && ln -s "$PWD/models" build-dev-before-src/models; }
+  gb=build-dev-before-src/src/cpu/gemm_builtin.cpp
+  if ! grep -q CANDLE_CPU_ISA $gb; then
+    sed -i 's/if (has_avx512f()) return/if (has_avx512f() \&\& !(std::getenv("CANDLE_CPU_ISA") \&\& std::strcmp(std::getenv("CANDLE_CPU_ISA"), "avx2") == 0)) return/' $gb
+    echo "before: built-in GEMM patched to honour CANDLE_CPU_ISA=avx2 ($(grep -c 'CANDLE_CPU_ISA") &&' $gb) kernel choices)"
+  fi
   for side in after before; do
     src=.; [ $side = before ] && src=build-dev-before-src
     { cmake -S $src -B build-dev-$side $GEN $ZL -DCMAKE_BUILD_TYPE=Release -DCANDLE_BUILD_BENCH=ON \
         -DCANDLE_BUILD_TESTS=OFF -DCANDLE_VULKAN=OFF && \
-      timeout 280 cmake --build build-dev-$side -j16 --target conv_bench candle-mnist-training; } > $OUT/build_$side.log 2>&1
+      timeout 280 cmake --build build-dev-$side -j16 --target conv_bench candle-mnist-training candle-upscale; } > $OUT/build_$side.log 2>&1
     echo "build $side rc $? at $((SECONDS-T0)) s"; grep -E "error|FAILED" $OUT/build_$side.log | head -5
   done
   exit 0
@@ -45,24 +57,35 @@ F='BM_conv2d/(5x5_64_64|3x3_64_64|3x3_64_32)/512'
 IFS=';' read -ra variants <<< "${AFTER_VARIANTS:-after:}"
 L=$(ldd build-dev-before/bin/conv_bench | awk '/openblas/ {print $3}')
 [ -n "$L" ] && OPENBLAS_CORETYPE=Haswell python3 -c "import ctypes; l=ctypes.CDLL('$L'); l.openblas_get_corename.restype=ctypes.c_char_p; print('OpenBLAS core with OPENBLAS_CORETYPE=Haswell:', l.openblas_get_corename())"
+# the before build's forcing works when its AVX-512 run of the 5x5 conv differs from its AVX2 run
+for isa in avx512 avx2; do
+  env OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 CANDLE_CPU_ISA=$isa build-dev-before/bin/conv_bench \
+    --benchmark_filter='BM_conv2d/5x5_64_64/512' --benchmark_min_time=0.3 2>&1 | grep -E '^BM_' | sed "s/^/before, CANDLE_CPU_ISA=$isa: /"
+done
 for r in $(seq 1 $REPS); do
   for sv in before "${variants[@]}"; do
     side=after; [ "$sv" = before ] && side=before
     venv=""; [ $side = after ] && venv="${sv#*:}" && sv="${sv%%:*}"
-    env="OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 $venv"; [ $side = after ] && env="$env CANDLE_CPU_ISA=avx2"
+    env="OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 CANDLE_CPU_ISA=avx2 $venv"
     env $env build-dev-$side/bin/conv_bench --benchmark_filter="$F" --benchmark_min_time=0.3 2>&1 |
       grep -E '^BM_' | awk -v s=$sv -v r=$r '{print "conv", s, r, $1, $2}' | tee -a $OUT/conv.txt
+    env $env timeout 120 python3 tools/bench_upscale_vs_torch.py --bin build-dev-$side/bin --scales 4 --threads 16 \
+      --skip-torch > $OUT/upscale_${sv}_$r.log 2>&1
+    echo "upscale $sv $r $(grep -E '^\| slim x4' $OUT/upscale_${sv}_$r.log | awk -F'|' '{print $4}')" | tee -a $OUT/upscale.txt
     env $env timeout 120 python3 tools/bench_mnist_vs_torch.py --only candle \
       --candle build-dev-$side/bin/candle-mnist-training --data build-dev-fmnist --threads 16 > $OUT/mnist_${sv}_$r.log 2>&1
     echo "mnist $sv $r $(grep -E '^candle-cpp' $OUT/mnist_${sv}_$r.log | awk '{print $2}')" | tee -a $OUT/mnist.txt
   done
 done
-echo "== medians (ms for conv, s for the epoch)"
+echo "== medians (ms for conv, s for the upscale's network and the epoch)"
 python3 - "$OUT" <<'PY'
 import re, statistics, sys, collections
 out = sys.argv[1]; d = collections.defaultdict(list)
 for line in open(f"{out}/conv.txt"):
     _, side, _, name, ms = line.split()[:5]; d[(name, side)].append(float(ms))
+for line in open(f"{out}/upscale.txt"):
+    f = line.split()
+    if len(f) == 4: d[("upscale_slim_x4_512", f[1])].append(float(f[3]))
 for line in open(f"{out}/mnist.txt"):
     m = re.search(r"mnist (\w+) \d+ ([0-9.]+)s", line)
     if m: d[("mnist_epoch", m.group(1))].append(float(m.group(2)))

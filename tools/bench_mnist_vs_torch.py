@@ -161,9 +161,13 @@ def main():
     if args.only in (None, "candle"):
         if not os.path.isfile(args.candle):
             raise SystemExit(f"{args.candle} not found (build candle-mnist-training, or --candle PATH)")
-        out, rss = run_child([args.candle, "--model", "cnn", "--epochs", "1", "--threads", str(args.threads),
-                              "--learning-rate", str(args.lr), "--data", args.data, "--seed", str(args.seed),
-                              "--device", args.device])
+        cmd = [args.candle, "--model", "cnn", "--epochs", "1", "--threads", str(args.threads),
+               "--learning-rate", str(args.lr), "--data", args.data, "--seed", str(args.seed)]
+        # builds from before candle-mnist-training had --device (before/after runs) train on the CPU
+        if args.device != "cpu" or "--device" in subprocess.run([args.candle, "--help"], capture_output=True,
+                                                                text=True).stdout:
+            cmd += ["--device", args.device]
+        out, rss = run_child(cmd)
         results["candle-cpp"] = parse("candle", out) + (rss,)
 
     print(f"\none epoch of the mnist CNN, batch 64, AdamW lr {args.lr}, {args.threads} threads, device {args.device}, "

@@ -192,9 +192,13 @@ if __name__ == "__main__":
             ours, rss = None, 0.0
             with tempfile.TemporaryDirectory() as tmp:
                 # one process, like the PyTorch side: a warm-up pass and --repeats timed passes
-                rc, out, err = run_child([os.path.join(args.bin, "candle-upscale"), "--model", model, "--scale",
-                                          str(scale), "--repeat", str(args.repeats + 1), args.image,
-                                          os.path.join(tmp, "out.png")], env)
+                exe = os.path.join(args.bin, "candle-upscale")
+                cmd = [exe, "--model", model, "--scale", str(scale), "--repeat", str(args.repeats + 1)]
+                # a CPU benchmark: --device auto would take a GPU where the machine has one (builds from
+                # before the option, compared in before/after runs, run on the CPU only)
+                if "--device" in subprocess.run([exe, "--help"], capture_output=True, text=True).stdout:
+                    cmd += ["--device", "cpu"]
+                rc, out, err = run_child(cmd + [args.image, os.path.join(tmp, "out.png")], env)
                 if rc != 0:
                     raise SystemExit("candle-upscale failed: " + err)
                 m = re.search(r"\(network ([0-9.]+) s[^)\n]*\), peak memory ([0-9.]+) MiB", err)  # the summary line
