@@ -172,10 +172,13 @@ template <typename T, size_t MR, size_t NR, size_t VB>
 }
 
 #ifdef CANDLE_GEMM_X86
+// T is a type and attr an attribute list: neither can stand in parentheses
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define CANDLE_UKERNEL(name, attr, T, MR, NR, VB)                                                       \
   attr void name(size_t kc, const T* a, const T* b, T* c, size_t ldc, size_t mr, size_t nr, bool acc) { \
     ukernel_body<T, MR, NR, VB>(kc, a, b, c, ldc, mr, nr, acc);                                         \
   }
+// NOLINTEND(bugprone-macro-parentheses)
 #define CANDLE_AVX512 __attribute__((target("avx512f,fma")))
 #define CANDLE_AVX2 __attribute__((target("avx2,fma")))
 CANDLE_UKERNEL(uk_f32_avx512_8x32, CANDLE_AVX512, float, 8, 32, 64)

@@ -134,17 +134,18 @@ void prefault(void* p, size_t bytes) {
 #endif
   static std::atomic<bool> supported{true};
   if (!supported.load(std::memory_order_relaxed) || bytes < (size_t{256} << 20)) return;
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (hi <= lo) return;
-  constexpr uintptr_t kChunk = uintptr_t{64} << 20;
-  const size_t chunks = static_cast<size_t>((hi - lo + kChunk - 1) / kChunk);
+  // the whole pages inside [p, p + bytes), as a pointer and a length (no integer-to-pointer casts)
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t head = (page - reinterpret_cast<uintptr_t>(p) % page) % page;
+  if (bytes <= head) return;
+  char* const lo = static_cast<char*>(p) + head;
+  const size_t span = (bytes - head) / page * page;
+  constexpr size_t kChunk = size_t{64} << 20;
+  const size_t chunks = (span + kChunk - 1) / kChunk;
   parallel_for(chunks, 1, [&](size_t c0, size_t c1) {
     for (size_t c = c0; c < c1; ++c) {
-      const uintptr_t a = lo + c * kChunk, b = std::min(hi, a + kChunk);
-      if (madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_WRITE) != 0)
-        supported.store(false, std::memory_order_relaxed);
+      const size_t off = c * kChunk, len = std::min(span - off, kChunk);
+      if (madvise(lo + off, len, MADV_POPULATE_WRITE) != 0) supported.store(false, std::memory_order_relaxed);
     }
   });
 }

@@ -47,14 +47,14 @@ namespace reduce_detail {
 
 enum class Kind { Sum, Mean, Norm, Min, Max, ArgMin, ArgMax };
 
-constexpr size_t kLanes = 32;              // independent accumulators of the sum kernels
-constexpr size_t kSplitBlock = 32 * 1024;  // reduced elements per partial (row walk)
-constexpr size_t kSplitMaxOutputs = 32;    // the row walk splits only below this many outputs
-constexpr size_t kTile = 256;              // output columns per task (column walk)
-constexpr size_t kMaxSpan = 2048;          // columns one sweep accumulates at once
-constexpr size_t kRowsPerBlock = 256;      // reduced rows per partial (column walk)
-constexpr size_t kSplitMinTasks = 8;       // the column walk splits rows below this many tiles
-constexpr size_t kMinColumns = 8;          // narrower outputs use the row walk
+constexpr size_t kLanes = 32;                      // independent accumulators of the sum kernels
+constexpr size_t kSplitBlock = size_t{32} * 1024;  // reduced elements per partial (row walk)
+constexpr size_t kSplitMaxOutputs = 32;            // the row walk splits only below this many outputs
+constexpr size_t kTile = 256;                      // output columns per task (column walk)
+constexpr size_t kMaxSpan = 2048;                  // columns one sweep accumulates at once
+constexpr size_t kRowsPerBlock = 256;              // reduced rows per partial (column walk)
+constexpr size_t kSplitMinTasks = 8;               // the column walk splits rows below this many tiles
+constexpr size_t kMinColumns = 8;                  // narrower outputs use the row walk
 
 // ---- element helpers -------------------------------------------------------------------
 

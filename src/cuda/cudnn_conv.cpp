@@ -83,6 +83,7 @@ namespace {
 struct Api {
   void* lib = nullptr;
   std::string why;
+// NOLINTNEXTLINE(bugprone-macro-parentheses): a declaration; `name` cannot stand in parentheses
 #define CANDLE_CUDNN_FN(name) decltype(&::name) name = nullptr;
   CANDLE_CUDNN_FUNCTIONS(CANDLE_CUDNN_FN)
 #undef CANDLE_CUDNN_FN

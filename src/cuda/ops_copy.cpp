@@ -26,7 +26,7 @@ void CudaStorage::copy_strided_src(BackendStorage& dst_b, size_t dst_offset, con
     const auto& st = s.st[0].st;
     if ((r == 2 || r == 3) && st[r - 2] == 1 && st[r - 1] != 1 && s.shape.dims[r - 2] >= 16 &&
         s.shape.dims[r - 1] >= 16 && (r == 2 || s.shape.dims[0] <= 65535) &&
-        s.shape.dims[r - 2] <= 65535 * 32) {
+        s.shape.dims[r - 2] <= int64_t{65535} * 32) {
       const int64_t B = r == 3 ? s.shape.dims[0] : 1, sb = r == 3 ? st[0] : 0;
       ctx().launched(cuda_k::copy_transpose(es, at(s.first[0]), sb, st[r - 1], dst.at(s.first[1]), B,
                                             s.shape.dims[r - 2], s.shape.dims[r - 1], stream()),

@@ -145,7 +145,7 @@ Content Content::read_buffer(std::span<const uint8_t> bytes, const Device& devic
   return parse(view, "GGML buffer", copy, device);
 }
 
-Content Content::read_buffer(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes,
+Content Content::read_buffer(const std::shared_ptr<const void>& owner, std::span<const uint8_t> bytes,
                              const Device& device) {
   return parse(bytes, "GGML buffer", owner, device);
 }

@@ -36,7 +36,7 @@ Counters& counters() {
 
 namespace {
 
-constexpr uint64_t kMiB = 1024 * 1024;
+constexpr uint64_t kMiB = uint64_t{1024} * 1024;
 constexpr uint64_t kBarWindow = 256 * kMiB;
 constexpr uint32_t kPushBytes = 128;
 constexpr uint32_t kBatchDispatches = 256;  // a full batch is submitted without waiting

@@ -171,6 +171,7 @@ bool run_elementwise(const char* kernel, const std::vector<Operand>& ops, size_t
   if (r > kMaxRank) return false;
   Context& ctx = ops[0].s->ctx();
   std::vector<size_t> budget;
+  budget.reserve(ops.size());
   for (const auto& o : ops) budget.push_back(bind_budget(ctx, dtype_size(o.s->dtype())));
   const size_t max_elems = size_t(1) << 31;
   auto fits = [&](size_t from, size_t c) {

@@ -81,7 +81,7 @@ void run_dequant(const VulkanStorage& blocks, size_t first, size_t nblocks, cons
     auto ob = bind_range(out, b0 * q.qk, (b0 + nb) * q.qk);
     DequantPush pc{wb.first, ob.first, static_cast<uint32_t>(nb * q.qk), f16 ? 1u : 0u};
     uint32_t gx, gy;
-    grid_for(ctx, nb * q.qk, 8 * kWorkGroup, gx, gy);
+    grid_for(ctx, nb * q.qk, size_t{8} * kWorkGroup, gx, gy);
     ctx.dispatch(kname.c_str(), {wb.b, ob.b}, &pc, sizeof(pc), gx, gy);
   }
 }

@@ -49,7 +49,7 @@ class Content {
   // A file already in memory, copied once.
   static Content read_buffer(std::span<const uint8_t> bytes, const Device& device = Device::cpu());
   // A file already in memory that `owner` keeps alive; nothing is copied.
-  static Content read_buffer(std::shared_ptr<const void> owner, std::span<const uint8_t> bytes,
+  static Content read_buffer(const std::shared_ptr<const void>& owner, std::span<const uint8_t> bytes,
                              const Device& device = Device::cpu());
 };
 
