@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../src/cpu/gemm.h"
+#include "../src/cpu/parallel.h"
 #include "candle/candle.h"
 
 namespace {
@@ -69,6 +70,67 @@ void BM_gemm_conv(benchmark::State& state) {
                          : candle::blas_name());
 }
 
+// The GEMMs of one MNIST CNN training step (batch 64; tools/bench_mnist_vs_torch.py), with the
+// operand layouts the convolutions pass: each call serial, as inside the convs' parallel loops,
+// run by `workers` threads at once on their own buffers (16 on the GPU host: what the epoch at 16
+// threads does). Time per iteration = every worker's GEMM once. Args: shape (below), which (0
+// cpu::gemm = OpenBLAS when built in, 1 gemm_tile_exact = the built-in GEMM the convs call),
+// workers.
+struct MnistGemm {
+  const char* name;
+  size_t m, n, k;
+  bool a_col, b_col, packed, accumulate;  // column-major operands; A packed once; C += A B
+};
+constexpr MnistGemm kMnistGemms[] = {
+    {"conv1 forward (8 images a block)", 32, 4608, 25, false, false, true, false},
+    {"conv2 forward (2 images a block)", 64, 128, 800, false, false, true, false},
+    {"conv2 kernel grad (a chunk)", 64, 800, 163, false, true, false, true},
+    {"conv2 input grad (2 images a block)", 800, 128, 64, true, false, false, false},
+    {"conv1 kernel grad (a chunk)", 32, 25, 2304, false, true, false, true},
+};
+
+void BM_gemm_mnist(benchmark::State& state) {
+  const MnistGemm& g = kMnistGemms[state.range(0)];
+  const bool builtin = state.range(1) != 0;
+  const auto workers = static_cast<size_t>(state.range(2));
+  struct Buffers {
+    std::vector<float> a, b, c;
+  };
+  std::vector<Buffers> bufs(workers);
+  for (auto& w : bufs) {
+    w.a.assign(g.m * g.k, 0.5f);
+    w.b.assign(g.k * g.n, 0.25f);
+    w.c.assign(g.m * g.n, 0.0f);
+  }
+  const candle::cpu::MatRef<float> a0{nullptr, g.a_col ? 1 : g.k, g.a_col ? g.m : 1};
+  const candle::cpu::MatRef<float> b0{nullptr, g.b_col ? 1 : g.n, g.b_col ? g.k : 1};
+  const auto packed = candle::cpu::pack_a(g.m, g.k, {bufs[0].a.data(), a0.rs, a0.cs});
+  const size_t threads = candle::get_num_threads();
+  candle::set_num_threads(workers);
+  for (auto _ : state) {
+    candle::cpu::parallel_for(workers, 1, [&](size_t w0, size_t w1) {
+      for (size_t w = w0; w < w1; ++w) {
+        Buffers& bw = bufs[w];
+        const candle::cpu::MatRef<float> a{bw.a.data(), a0.rs, a0.cs}, b{bw.b.data(), b0.rs, b0.cs};
+        if (!builtin)
+          candle::cpu::gemm(g.m, g.n, g.k, a, b, bw.c.data(), g.n, g.accumulate);
+        else if (g.packed)
+          candle::cpu::gemm_tile_exact(packed, g.n, b, bw.c.data(), g.n, g.accumulate);
+        else
+          candle::cpu::gemm_tile_exact(g.m, g.n, g.k, a, b, bw.c.data(), g.n, g.accumulate);
+      }
+    });
+    benchmark::ClobberMemory();
+  }
+  candle::set_num_threads(threads);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * double(g.m) * double(g.n) * double(g.k) * double(workers),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(g.name) + ", " +
+                 (builtin ? std::string("builtin ") + candle::cpu::gemm_builtin_kernel_name()
+                          : std::string(candle::blas_name())));
+}
+
 BENCHMARK_CAPTURE(BM_matmul, f32, DType::F32)
     ->Arg(1024)
     ->Arg(2048)
@@ -97,6 +159,11 @@ BENCHMARK(BM_gemm_conv)
     ->ArgsProduct({{64}, {1024}, {256}, {0, 1}})
     ->ArgsProduct({{64}, {1024}, {68}, {0, 1}})
     ->ArgsProduct({{192}, {512}, {288}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+BENCHMARK(BM_gemm_mnist)
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}, {1, 16}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

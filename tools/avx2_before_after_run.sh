@@ -19,6 +19,10 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 GEN=""; command -v ninja >/dev/null && GEN="-G Ninja"
 ZL=""; [ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && ZL="-DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1"
 REPS=${REPS:-3}
+# ROWS: which rows the bench step runs (a subset saves device time); TARGETS: what the build step
+# builds on both sides, AFTER_TARGETS what it adds on the after side (e.g. matmul_bench)
+ROWS=${ROWS:-conv upscale mnist}
+TARGETS=${TARGETS:-conv_bench candle-mnist-training candle-upscale}
 step=${1:-build}
 grep -m1 'model name' /proc/cpuinfo
 if [ "$step" = build ]; then
@@ -33,13 +37,13 @@ if [ "$step" = build ]; then
     src=.; [ $side = before ] && src=build-dev-before-src
     { cmake -S $src -B build-dev-$side $GEN $ZL -DCMAKE_BUILD_TYPE=Release -DCANDLE_BUILD_BENCH=ON \
         -DCANDLE_BUILD_TESTS=OFF -DCANDLE_VULKAN=OFF && \
-      timeout 280 cmake --build build-dev-$side -j16 --target conv_bench candle-mnist-training candle-upscale; } > $OUT/build_$side.log 2>&1
+      timeout 280 cmake --build build-dev-$side -j16 --target $TARGETS $([ $side = after ] && echo "${AFTER_TARGETS:-}"); } > $OUT/build_$side.log 2>&1
     echo "build $side rc $? at $((SECONDS-T0)) s"; grep -E "error|FAILED" $OUT/build_$side.log | head -5
   done
   exit 0
 fi
 mkdir -p build-dev-fmnist
-python3 - <<'PY'
+[[ " $ROWS " == *" mnist "* ]] && python3 - <<'PY'
 import gzip, os, random, struct
 d = "build-dev-fmnist"; random.seed(1)
 def w(name, magic, dims, n):
@@ -58,7 +62,7 @@ IFS=';' read -ra variants <<< "${AFTER_VARIANTS:-after:}"
 L=$(ldd build-dev-before/bin/conv_bench | awk '/openblas/ {print $3}')
 [ -n "$L" ] && OPENBLAS_CORETYPE=Haswell python3 -c "import ctypes; l=ctypes.CDLL('$L'); l.openblas_get_corename.restype=ctypes.c_char_p; print('OpenBLAS core with OPENBLAS_CORETYPE=Haswell:', l.openblas_get_corename())"
 # the before build's forcing works when its AVX-512 run of the 5x5 conv differs from its AVX2 run
-for isa in avx512 avx2; do
+[[ " $ROWS " == *" conv "* ]] && for isa in avx512 avx2; do
   env OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 CANDLE_CPU_ISA=$isa build-dev-before/bin/conv_bench \
     --benchmark_filter='BM_conv2d/5x5_64_64/512' --benchmark_min_time=0.3 2>&1 | grep -E '^BM_' | sed "s/^/before, CANDLE_CPU_ISA=$isa: /"
 done
@@ -67,26 +71,34 @@ for r in $(seq 1 $REPS); do
     side=after; [ "$sv" = before ] && side=before
     venv=""; [ $side = after ] && venv="${sv#*:}" && sv="${sv%%:*}"
     env="OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 CANDLE_CPU_ISA=avx2 $venv"
-    env $env build-dev-$side/bin/conv_bench --benchmark_filter="$F" --benchmark_min_time=0.3 2>&1 |
+    [[ " $ROWS " == *" conv "* ]] &&
+      env $env build-dev-$side/bin/conv_bench --benchmark_filter="$F" --benchmark_min_time=0.3 2>&1 |
       grep -E '^BM_' | awk -v s=$sv -v r=$r '{print "conv", s, r, $1, $2}' | tee -a $OUT/conv.txt
-    env $env timeout 120 python3 tools/bench_upscale_vs_torch.py --bin build-dev-$side/bin --scales 4 --threads 16 \
-      --skip-torch > $OUT/upscale_${sv}_$r.log 2>&1
-    echo "upscale $sv $r $(grep -E '^\| slim x4' $OUT/upscale_${sv}_$r.log | awk -F'|' '{print $4}')" | tee -a $OUT/upscale.txt
-    env $env timeout 120 python3 tools/bench_mnist_vs_torch.py --only candle \
-      --candle build-dev-$side/bin/candle-mnist-training --data build-dev-fmnist --threads 16 > $OUT/mnist_${sv}_$r.log 2>&1
-    echo "mnist $sv $r $(grep -E '^candle-cpp' $OUT/mnist_${sv}_$r.log | awk '{print $2}')" | tee -a $OUT/mnist.txt
+    if [[ " $ROWS " == *" upscale "* ]]; then
+      env $env timeout 120 python3 tools/bench_upscale_vs_torch.py --bin build-dev-$side/bin --scales 4 --threads 16 \
+        --skip-torch > $OUT/upscale_${sv}_$r.log 2>&1
+      echo "upscale $sv $r $(grep -E '^\| slim x4' $OUT/upscale_${sv}_$r.log | awk -F'|' '{print $4}')" | tee -a $OUT/upscale.txt
+    fi
+    if [[ " $ROWS " == *" mnist "* ]]; then
+      env $env timeout 120 python3 tools/bench_mnist_vs_torch.py --only candle \
+        --candle build-dev-$side/bin/candle-mnist-training --data build-dev-fmnist --threads 16 > $OUT/mnist_${sv}_$r.log 2>&1
+      echo "mnist $sv $r $(grep -E '^candle-cpp' $OUT/mnist_${sv}_$r.log | awk '{print $2}')" | tee -a $OUT/mnist.txt
+    fi
   done
 done
 echo "== medians (ms for conv, s for the upscale's network and the epoch)"
 python3 - "$OUT" <<'PY'
-import re, statistics, sys, collections
+import collections, os, re, statistics, sys
 out = sys.argv[1]; d = collections.defaultdict(list)
-for line in open(f"{out}/conv.txt"):
+def lines(name):
+    p = f"{out}/{name}"
+    return open(p).readlines() if os.path.exists(p) else []
+for line in lines("conv.txt"):
     _, side, _, name, ms = line.split()[:5]; d[(name, side)].append(float(ms))
-for line in open(f"{out}/upscale.txt"):
+for line in lines("upscale.txt"):
     f = line.split()
     if len(f) == 4: d[("upscale_slim_x4_512", f[1])].append(float(f[3]))
-for line in open(f"{out}/mnist.txt"):
+for line in lines("mnist.txt"):
     m = re.search(r"mnist (\w+) \d+ ([0-9.]+)s", line)
     if m: d[("mnist_epoch", m.group(1))].append(float(m.group(2)))
 sides = sorted({k[1] for k in d} - {"before"})
