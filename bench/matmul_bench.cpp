@@ -3,6 +3,7 @@
 //   CANDLE_NUM_THREADS=2 ./matmul_bench
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "../src/cpu/gemm.h"
@@ -71,11 +72,11 @@ void BM_gemm_conv(benchmark::State& state) {
 }
 
 // The GEMMs of one MNIST CNN training step (batch 64; tools/bench_mnist_vs_torch.py), with the
-// operand layouts the convolutions pass: each call serial, as inside the convs' parallel loops,
-// run by `workers` threads at once on their own buffers (16 on the GPU host: what the epoch at 16
-// threads does). Time per iteration = every worker's GEMM once. Args: shape (below), which (0
-// cpu::gemm = OpenBLAS when built in, 1 gemm_tile_exact = the built-in GEMM the convs call),
-// workers.
+// operand layouts the convolutions pass. Args: shape (below), which (0 cpu::gemm = OpenBLAS when
+// built in, 1 gemm_tile_exact = the built-in GEMM the convs call), workers: N >= 1 runs N serial
+// calls at once in a parallel region, each on its own buffers (as the convs' parallel loops do;
+// time per iteration = every worker's GEMM once); 0 runs one call on the calling thread with every
+// thread of CANDLE_NUM_THREADS available to the GEMM's own parallel loops.
 struct MnistGemm {
   const char* name;
   size_t m, n, k;
@@ -92,7 +93,7 @@ constexpr MnistGemm kMnistGemms[] = {
 void BM_gemm_mnist(benchmark::State& state) {
   const MnistGemm& g = kMnistGemms[state.range(0)];
   const bool builtin = state.range(1) != 0;
-  const auto workers = static_cast<size_t>(state.range(2));
+  const auto mode = static_cast<size_t>(state.range(2)), workers = std::max<size_t>(mode, 1);
   struct Buffers {
     std::vector<float> a, b, c;
   };
@@ -106,7 +107,7 @@ void BM_gemm_mnist(benchmark::State& state) {
   const candle::cpu::MatRef<float> b0{nullptr, g.b_col ? 1 : g.n, g.b_col ? g.k : 1};
   const auto packed = candle::cpu::pack_a(g.m, g.k, {bufs[0].a.data(), a0.rs, a0.cs});
   const size_t threads = candle::get_num_threads();
-  candle::set_num_threads(workers);
+  if (mode > 0) candle::set_num_threads(workers);
   for (auto _ : state) {
     candle::cpu::parallel_for(workers, 1, [&](size_t w0, size_t w1) {
       for (size_t w = w0; w < w1; ++w) {
@@ -163,7 +164,7 @@ BENCHMARK(BM_gemm_conv)
     ->UseRealTime();
 
 BENCHMARK(BM_gemm_mnist)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}, {1, 16}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}, {1, 16, 0}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
