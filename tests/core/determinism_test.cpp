@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
+#include <set>
+#include <string>
 
 #include "candle/candle.h"
 #include "test_util.h"
@@ -86,4 +89,34 @@ TEST(Determinism, EveryOpSameBytesForAnyThreadCount) {
       EXPECT_EQ(bytes_of(fn()), one) << name << " differs between 1 and " << n << " threads";
     }
   }
+}
+
+// Loops of different widths keep the pool's threads: libgomp ends the threads that a smaller team
+// leaves out and starts new ones for the next larger team, so narrow and wide loops in turn used
+// to start threads on every wide loop (a pthread_create, its stack and TLS each); every parallel
+// loop now starts the whole team. Elementwise ops split into chunks of 32K elements, so the
+// narrow op runs 2 chunks and the wide one 8.
+TEST(ThreadPool, LoopsOfDifferentWidthsKeepTheSameThreads) {
+  namespace fs = std::filesystem;
+  if (!fs::exists("/proc/self/task")) GTEST_SKIP() << "needs /proc/self/task (Linux)";
+  ThreadCountGuard guard;
+  set_num_threads(8);
+  Device dev = Device::cpu();
+  const Tensor narrow = Tensor::ones({size_t{2} * 32 * 1024}, DType::F32, dev);
+  const Tensor wide = Tensor::ones({size_t{8} * 32 * 1024}, DType::F32, dev);
+  auto threads = [] {
+    std::set<std::string> t;
+    for (const auto& e : fs::directory_iterator("/proc/self/task")) t.insert(e.path().filename().string());
+    return t;
+  };
+  (void)(wide + wide);  // the team exists
+  const std::set<std::string> before = threads();
+  std::set<std::string> seen = before;
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ((narrow + narrow).sum_all().to_scalar<float>(), 2.0f * float(narrow.elem_count()));
+    EXPECT_EQ((wide + wide).sum_all().to_scalar<float>(), 2.0f * float(wide.elem_count()));
+    const std::set<std::string> now = threads();
+    seen.insert(now.begin(), now.end());
+  }
+  EXPECT_EQ(seen.size(), before.size()) << "threads were started (and ended) between the loops";
 }
