@@ -22,6 +22,7 @@ REPS=${REPS:-3}
 # ROWS: which rows the bench step runs (a subset saves device time); TARGETS: what the build step
 # builds on both sides, AFTER_TARGETS what it adds on the after side (e.g. matmul_bench)
 ROWS=${ROWS:-conv upscale mnist}
+row() { [[ " $ROWS " == *" $1 "* ]]; }
 TARGETS=${TARGETS:-conv_bench candle-mnist-training candle-upscale}
 step=${1:-build}
 grep -m1 'model name' /proc/cpuinfo
@@ -43,7 +44,7 @@ if [ "$step" = build ]; then
   exit 0
 fi
 mkdir -p build-dev-fmnist
-[[ " $ROWS " == *" mnist "* ]] && python3 - <<'PY'
+row mnist && python3 - <<'PY'
 import gzip, os, random, struct
 d = "build-dev-fmnist"; random.seed(1)
 def w(name, magic, dims, n):
@@ -62,7 +63,7 @@ IFS=';' read -ra variants <<< "${AFTER_VARIANTS:-after:}"
 L=$(ldd build-dev-before/bin/conv_bench | awk '/openblas/ {print $3}')
 [ -n "$L" ] && OPENBLAS_CORETYPE=Haswell python3 -c "import ctypes; l=ctypes.CDLL('$L'); l.openblas_get_corename.restype=ctypes.c_char_p; print('OpenBLAS core with OPENBLAS_CORETYPE=Haswell:', l.openblas_get_corename())"
 # the before build's forcing works when its AVX-512 run of the 5x5 conv differs from its AVX2 run
-[[ " $ROWS " == *" conv "* ]] && for isa in avx512 avx2; do
+row conv && for isa in avx512 avx2; do
   env OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 CANDLE_CPU_ISA=$isa build-dev-before/bin/conv_bench \
     --benchmark_filter='BM_conv2d/5x5_64_64/512' --benchmark_min_time=0.3 2>&1 | grep -E '^BM_' | sed "s/^/before, CANDLE_CPU_ISA=$isa: /"
 done
@@ -71,15 +72,15 @@ for r in $(seq 1 $REPS); do
     side=after; [ "$sv" = before ] && side=before
     venv=""; [ $side = after ] && venv="${sv#*:}" && sv="${sv%%:*}"
     env="OPENBLAS_CORETYPE=Haswell CANDLE_NUM_THREADS=16 CANDLE_CPU_ISA=avx2 $venv"
-    [[ " $ROWS " == *" conv "* ]] &&
+    row conv &&
       env $env build-dev-$side/bin/conv_bench --benchmark_filter="$F" --benchmark_min_time=0.3 2>&1 |
       grep -E '^BM_' | awk -v s=$sv -v r=$r '{print "conv", s, r, $1, $2}' | tee -a $OUT/conv.txt
-    if [[ " $ROWS " == *" upscale "* ]]; then
+    if row upscale; then
       env $env timeout 120 python3 tools/bench_upscale_vs_torch.py --bin build-dev-$side/bin --scales 4 --threads 16 \
         --skip-torch > $OUT/upscale_${sv}_$r.log 2>&1
       echo "upscale $sv $r $(grep -E '^\| slim x4' $OUT/upscale_${sv}_$r.log | awk -F'|' '{print $4}')" | tee -a $OUT/upscale.txt
     fi
-    if [[ " $ROWS " == *" mnist "* ]]; then
+    if row mnist; then
       env $env timeout 120 python3 tools/bench_mnist_vs_torch.py --only candle \
         --candle build-dev-$side/bin/candle-mnist-training --data build-dev-fmnist --threads 16 > $OUT/mnist_${sv}_$r.log 2>&1
       echo "mnist $sv $r $(grep -E '^candle-cpp' $OUT/mnist_${sv}_$r.log | awk '{print $2}')" | tee -a $OUT/mnist.txt
