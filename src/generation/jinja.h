@@ -50,6 +50,18 @@ struct Value {
   std::shared_ptr<Object> obj;           // Object and Namespace
   std::shared_ptr<Function> fn;          // Function
 
+  Value() = default;
+  Value(const Value&) = default;
+  Value(Value&&) noexcept = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) noexcept = default;
+  // A list nested 100,000 deep (`{% set ns.a = [ns.a] %}` in a loop) would be freed by a
+  // recursion as deep: the last owner hands its list or object to a per-thread queue instead,
+  // and the outermost destructor empties the queue in a loop.
+  ~Value() {
+    if (arr || obj) release_containers();
+  }
+
   static Value undefined() { return {}; }
   static Value null();
   static Value boolean(bool v);
@@ -70,6 +82,9 @@ struct Value {
   const std::string& str() const { return *s; }
   double as_double() const { return kind == Kind::Int ? static_cast<double>(i) : kind == Kind::Bool ? b : f; }
   bool truthy() const;
+
+ private:
+  void release_containers() noexcept;
 };
 
 // An insertion-ordered map (JavaScript's Map): a key set again keeps its place.

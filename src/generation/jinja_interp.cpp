@@ -632,8 +632,8 @@ Value range_fn(Args& a, const Interp& in, const Node& at) {
   return Value::array(std::move(out));
 }
 
-Value namespace_fn(Args& a, const Interp& in, const Node& at) {
-  Value ns = Value::ns();
+Value namespace_fn(Args& a, Interp& in, const Node& at) {
+  Value ns = in.new_namespace();
   if (a.pos.size() > 1) in.fail(at, "namespace() takes at most 1 positional argument");
   if (a.pos.size() == 1) {
     const Value& src = a.pos[0];
@@ -690,6 +690,24 @@ Value strftime_now_fn(Args& a, const Interp& in, const Node& at) {
 }
 
 }  // namespace
+
+Value Interp::new_namespace() {
+  if (namespaces_.size() == namespaces_.capacity() && namespaces_.size() >= 64)  // forget the freed ones
+    std::erase_if(namespaces_, [](const std::weak_ptr<Object>& w) { return w.expired(); });
+  Value ns = Value::ns();
+  namespaces_.push_back(ns.obj);
+  return ns;
+}
+
+Interp::~Interp() {
+  for (const auto& w : namespaces_) {
+    if (const auto p = w.lock()) {
+      const auto entries = std::move(p->entries);
+      p->entries.clear();
+      p->index.clear();
+    }
+  }
+}
 
 std::string Interp::run(const Value& context) {
   Scope globals(nullptr);

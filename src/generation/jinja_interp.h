@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "jinja.h"
 
@@ -30,6 +31,15 @@ struct ContinueSignal {};
 class Interp {
  public:
   explicit Interp(const Program& p) : prog_(p) {}
+  // Empties every namespace this render made that is still alive: a namespace is the one value a
+  // template can change, so `{% set ns.self = ns %}` (or a bound method or a loop that holds it)
+  // is the one way to a reference cycle, which would leak.
+  ~Interp();
+  Interp(const Interp&) = delete;
+  Interp& operator=(const Interp&) = delete;
+
+  // namespace(): a new namespace, remembered for the destructor
+  Value new_namespace();
 
   std::string run(const Value& context);
 
@@ -67,6 +77,7 @@ class Interp {
   void exec_set(const Node& n, Scope& s);
 
   const Program& prog_;
+  std::vector<std::weak_ptr<Object>> namespaces_;
   uint64_t steps_ = 0;
   uint64_t built_seen_ = work_counter();
 };

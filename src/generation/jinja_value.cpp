@@ -58,6 +58,34 @@ Value Value::array(Array x) {
   v.arr = std::make_shared<Array>(std::move(x));
   return v;
 }
+namespace {
+struct ReleaseQueue {
+  bool draining = false;
+  std::vector<std::shared_ptr<Array>> arrays;
+  std::vector<std::shared_ptr<Object>> objects;
+};
+thread_local ReleaseQueue release_queue;
+}  // namespace
+
+void Value::release_containers() noexcept {
+  ReleaseQueue& q = release_queue;
+  if (arr) q.arrays.push_back(std::move(arr));
+  if (obj) q.objects.push_back(std::move(obj));
+  if (q.draining) return;  // an outer destructor's loop frees it
+  q.draining = true;
+  while (!q.arrays.empty() || !q.objects.empty()) {
+    // Popped first and freed after: freeing one queues its children's lists and objects.
+    if (!q.arrays.empty()) {
+      const std::shared_ptr<Array> last = std::move(q.arrays.back());
+      q.arrays.pop_back();
+    } else {
+      const std::shared_ptr<Object> last = std::move(q.objects.back());
+      q.objects.pop_back();
+    }
+  }
+  q.draining = false;
+}
+
 Value Value::object() {
   Value v;
   v.kind = Kind::Object;

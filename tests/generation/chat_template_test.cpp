@@ -4,9 +4,11 @@
 #include "candle/generation/chat_template.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -463,6 +465,60 @@ TEST(JinjaHostile, CallerStoredPastItsBlockIsSafe) {
   EXPECT_EQ(render("{% set ns = namespace(c=none) %}{% macro m() %}{% set ns.c = caller %}{% endmacro %}"
                    "{% for x in [1] %}{% call m() %}body{{ x }}{% endcall %}{% endfor %}{{ ns.c() }}"),
             "body");
+}
+
+TEST(JinjaHostile, ANamespaceThatHoldsItselfIsFreed) {
+  // reference cycles through a namespace (the ASan run of this suite reports them as leaks)
+  EXPECT_EQ(
+      render("{% set ns = namespace(n=0) %}{% set ns.self = ns %}{% set ns.n = ns.self.n + 1 %}{{ ns.n }}"),
+      "1");
+  EXPECT_EQ(render("{% set ns = namespace() %}{% for x in [ns, ns] %}{% set ns.l = loop %}{% endfor %}"
+                   "{{ ns.l.previtem.l.length }}"),
+            "2");
+  EXPECT_EQ(error_kind("{% set ns = namespace() %}{% set ns.self = ns %}{{ raise_exception('stop') }}"),
+            ErrorKind::InvalidArgument);
+}
+
+// Runs f on a thread with a 1 MiB stack (a worker thread's size in many programs).
+void on_small_stack(const std::function<void()>& f) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, size_t{1} << 20), 0);
+  pthread_t t;
+  auto* arg = const_cast<std::function<void()>*>(&f);
+  ASSERT_EQ(pthread_create(
+                &t, &attr,
+                [](void* p) -> void* {
+                  (*static_cast<std::function<void()>*>(p))();
+                  return nullptr;
+                },
+                arg),
+            0);
+  pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+TEST(JinjaHostile, DeeplyNestedValuesAreFreedWithoutDeepRecursion) {
+  // A list, dict or namespace nested 60,000 deep (and 200,000, which hits the step budget): freed
+  // recursively, they overflowed a 1 MiB stack, and an ASan build's 8 MiB one.
+  for (const char* wrap : {"[ns.a]", "{'a': ns.a}", "namespace(a=ns.a)"}) {
+    SCOPED_TRACE(wrap);
+    const std::string head = "{% set ns = namespace(a=none) %}{% for i in range(";
+    const std::string body =
+        std::string(") %}{% set ns.a = ") + wrap + " %}{% endfor %}{{ ns.a is defined }}";
+    std::string deep;
+    ErrorKind deeper = ErrorKind::Internal;
+    on_small_stack([&] {
+      try {
+        deep = render(head + "60000" + body);
+      } catch (const Error& e) {
+        deep = e.what();
+      }
+      deeper = error_kind(head + "200000" + body);
+    });
+    EXPECT_EQ(deep, "true");
+    EXPECT_EQ(deeper, ErrorKind::InvalidArgument);
+  }
 }
 
 }  // namespace
