@@ -702,8 +702,7 @@ Value Interp::new_namespace() {
 Interp::~Interp() {
   for (const auto& w : namespaces_) {
     if (const auto p = w.lock()) {
-      const auto entries = std::move(p->entries);
-      p->entries.clear();
+      const auto entries = std::move(p->entries);  // leaves p->entries empty
       p->index.clear();
     }
   }

@@ -32,7 +32,7 @@ class Interp {
  public:
   explicit Interp(const Program& p) : prog_(p) {}
   // Empties every namespace this render made that is still alive: a namespace is the one value a
-  // template can change, so `{% set ns.self = ns %}` (or a bound method or a loop that holds it)
+  // template can change, so `{% set ns.self = ns %}` (or a `loop` stored in it whose items hold it)
   // is the one way to a reference cycle, which would leak.
   ~Interp();
   Interp(const Interp&) = delete;
