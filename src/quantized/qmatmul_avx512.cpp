@@ -1,6 +1,7 @@
 // qmatmul_cpu's AVX-512 kernels: the 256-bit kernels of qmatmul_simd.inc compiled for
 // AVX-512 (1 weight row x 8 activation rows in the prefill tile, as AVX2) with AVX512-VNNI vpdpbusd for the
-// 32-element block types. Selected only where the CPU has avx512f/bw/vl/vnni.
+// 32-element block types, and a 512-bit one for IQ4_XS's m > 1. Selected only where the CPU has
+// avx512f/bw/vl/vnni.
 #include "quantized/qmatmul_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -18,13 +19,88 @@ namespace avx512 {
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
 #include "quantized/qmatmul_simd.inc"
+
+// IQ4_XS with m > 1 (Acts::qs_lanes set): R weight rows x 8 activation rows per tile (R = 4: each
+// activation load serves 4 rows; with one, the loads from L2 bounded it at 0.6-0.9x llama.cpp). The
+// super-block's 256 weights become four zmm of unsigned bytes (the table value + 128) whose 32-bit
+// lane l holds 4 weights of group l % 8 (two vpermt2d of the 128 packed bytes, then the nibble
+// split and the table lookup), so that four vpdpbusd per activation row, against the quants in
+// the same order (iq4xs_lane_order), leave each group's dot product in lanes g and g + 8; the
+// halves are added, less 128 times the activations' group sums (which takes the + 128 off), and
+// multiplied by the 8 group scales: the contract's exact integers.
+template <int R>
+QMM_TARGET void iq4xs_tile(const uint8_t* const* wrow, const Acts& a, const size_t* col, float* out,
+                           const uint8_t*) {
+  const size_t nb = a.k / kQK_K, n32 = a.k / 32;
+  // (the intrinsics with an explicit source: GCC 12 warns on the ones that start from an undefined vector)
+  const __m512i table = _mm512_mask_broadcast_i32x4(
+      _mm512_setzero_si512(), 0xFFFF,
+      _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)), _mm_set1_epi8(-128)));
+  // lane l of p0: the 4 bytes of group l % 8 at byte 4 * (l / 8) of the group's 16; p1: at 8 + 4 * (l / 8)
+  const __m512i idx0 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+  const __m512i idx1 = _mm512_add_epi32(idx0, _mm512_set1_epi32(2));
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m256 facc[R];
+  for (int r = 0; r < R; ++r) facc[r] = _mm256_setzero_ps();
+  for (size_t b = 0; b < nb; ++b) {
+    __m512i w[R][4];
+    __m256i sc[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = wrow[r] + b * sizeof(BlockIQ4_XS);
+      const uint8_t* qs = blk + offsetof(BlockIQ4_XS, qs);
+      const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
+      const __m512i p0 = _mm512_permutex2var_epi32(q0, idx0, q1),
+                    p1 = _mm512_permutex2var_epi32(q0, idx1, q1);
+      // the element order of iq4xs_lane_order: low nibbles of p0, high of p0, low of p1, high of p1
+      w[r][0] = _mm512_shuffle_epi8(table, _mm512_and_si512(p0, m4));
+      w[r][1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(p0, 4), m4));
+      w[r][2] = _mm512_shuffle_epi8(table, _mm512_and_si512(p1, m4));
+      w[r][3] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(p1, 4), m4));
+      sc[r] = _mm256_cvtepi16_epi32(qmm_iq4xs_scales8(blk));
+    }
+    __m256i gsum[R][8];
+    for (int c = 0; c < 8; ++c) {
+      const int8_t* xp = a.qs_lanes + col[c] * a.k + kQK_K * b;
+      __m512i x[4];
+      for (int v = 0; v < 4; ++v) x[v] = _mm512_loadu_si512(xp + 64 * v);
+      const __m256i off = _mm256_slli_epi32(qmm_load(a.sums32 + col[c] * n32 + 8 * b), 7);
+      for (int r = 0; r < R; ++r) {
+        __m512i acc = _mm512_setzero_si512();
+        for (int v = 0; v < 4; ++v) acc = _mm512_dpbusd_epi32(acc, w[r][v], x[v]);
+        const __m256i dot = _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xFF, acc, 0),
+                                             _mm512_maskz_extracti64x4_epi64(0xFF, acc, 1));
+        gsum[r][c] = _mm256_mullo_epi32(_mm256_sub_epi32(dot, off), sc[r]);
+      }
+    }
+    const __m256 dxv = _mm256_loadu_ps(a.d8 + ((col[0] / 8) * nb + b) * 8);
+    for (int r = 0; r < R; ++r) {
+      const float dw = qmm_h2f(wrow[r] + b * sizeof(BlockIQ4_XS) + offsetof(BlockIQ4_XS, d));
+      facc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), dxv),
+                                _mm256_cvtepi32_ps(qmm_hsum8(gsum[r])), facc[r]);
+    }
+  }
+  alignas(32) float res[R][8];
+  for (int r = 0; r < R; ++r) _mm256_store_ps(res[r], facc[r]);
+  for (int c = 0; c < 8; ++c)
+    for (int r = 0; r < R; ++r) out[c * R + r] = res[r][c];
+}
+
+QMM_TARGET void iq4xs_rows(const uint8_t* w, size_t row_bytes, size_t n0, size_t n1, const Acts& a, float* y,
+                           size_t ldy) {
+  if (a.m == 1 || !a.qs_lanes)
+    qmm_rows<GgmlDType::IQ4_XS>(w, row_bytes, n0, n1, a, y, ldy);
+  else
+    qmm_rows_shape<GgmlDType::IQ4_XS, 4, 8, &iq4xs_tile<4>>(w, row_bytes, n0, n1, a, y, ldy);
+}
 #undef QMM_TARGET
 #undef QMM_VNNI
 #undef QMM_PREFILL_R
 #undef QMM_PREFILL_C
 }  // namespace avx512
 
-KernelFn avx512_kernel(GgmlDType t) { return avx512::qmm_kernel_table(t); }
+KernelFn avx512_kernel(GgmlDType t) {
+  return t == GgmlDType::IQ4_XS ? avx512::iq4xs_rows : avx512::qmm_kernel_table(t);
+}
 
 }  // namespace candle::quantized::qmm
 

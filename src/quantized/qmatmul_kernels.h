@@ -25,7 +25,22 @@ struct Acts {
   // past m repeating row m - 1 (sums8 only in the 32 form)
   const float* d8 = nullptr;
   const int32_t* sums8 = nullptr;
+  // the quants of every row again in the lane order of iq4xs_lane_order (m * k), where the
+  // AVX-512 IQ4_XS kernel of m > 1 runs; else nullptr
+  const int8_t* qs_lanes = nullptr;
 };
+
+// One row of k activation quants (k a multiple of 256) in the order the AVX-512 IQ4_XS kernel
+// reads them: per 256-block four runs of 64 bytes, run w holding in its 4-byte lane l (group
+// g = l % 8, half h = l / 8) the quants 32g + o_w + 4h .. +3, o = {0, 16, 8, 24}: the elements
+// whose weights that kernel's nibble split puts in lane l of its w-th vector.
+inline void iq4xs_lane_order(const int8_t* q, size_t k, int8_t* out) {
+  constexpr int kOffset[4] = {0, 16, 8, 24};
+  for (size_t b = 0; b < k; b += 256)
+    for (int w = 0; w < 4; ++w)
+      for (int l = 0; l < 16; ++l)
+        std::memcpy(out + b + 64 * w + 4 * l, q + b + 32 * (l % 8) + kOffset[w] + 4 * (l / 8), 4);
+}
 
 // Rows [n0, n1) of W (row_bytes each) times every activation row: y[i * ldy + j].
 using KernelFn = void (*)(const uint8_t* w, size_t row_bytes, size_t n0, size_t n1, const Acts& a, float* y,

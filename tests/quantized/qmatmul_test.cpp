@@ -208,8 +208,11 @@ TEST_P(QMatMulCpu, MatchesDequantizedReference) {
 // the integer sums are exact, so every ISA gives the scalar kernels' bits
 TEST_P(QMatMulCpu, EveryIsaGivesTheScalarBits) {
   const GgmlDType t = GetParam();
-  for (auto [n, k, m] :
-       {std::tuple<size_t, size_t, size_t>{37, 512, 7}, {8, 256, 1}, {21, 1024, 2}, {1, 256, 9}}) {
+  for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{37, 512, 7},
+                         {8, 256, 1},
+                         {21, 1024, 2},
+                         {1, 256, 9},
+                         {70, 768, 19}}) {
     auto w = random_weights(t, n, k, 11);
     auto x = random_floats(m * k, 12);
     auto ref = run(t, w.data(), n, k, x, m, QmmIsa::Scalar);
