@@ -7,6 +7,8 @@
 #   tools/ci-fuzz.sh                 build, replay, fuzz every target
 #   FUZZ_SECONDS=600 tools/ci-fuzz.sh safetensors zip    longer, two targets
 #   FUZZ_SECONDS=0 tools/ci-fuzz.sh  build and replay only
+# CANDLE_FUZZ_DEADLINE (a Unix time; .ci/run sets it) shortens the random fuzzing so that it ends
+# by then, shared evenly among the targets left; the replays always run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -25,7 +27,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10)
 work=$(mktemp -d /tmp/candle-fuzz-XXXXXX)
 failed=()
+left=${#targets[@]}
 for t in "${targets[@]}"; do
+  left=$((left - 1))
   exe=$B/bin/fuzz_$t
   corpus=tests/fuzz/corpus/$t
   [ -x "$exe" ] || { echo "ci-fuzz: no fuzzer $exe"; exit 1; }
@@ -40,10 +44,19 @@ for t in "${targets[@]}"; do
     failed+=("$t (replay)")
     continue
   fi
-  ((FUZZ_SECONDS > 0)) || continue
-  echo "== fuzz_$t: ${FUZZ_SECONDS} s"
+  secs=$FUZZ_SECONDS
+  if [ -n "${CANDLE_FUZZ_DEADLINE:-}" ]; then
+    # what is left before the deadline, less ~5 s per replay still to run, shared by this target and the rest
+    share=$(( (CANDLE_FUZZ_DEADLINE - $(date +%s) - 5 * left) / (left + 1) ))
+    if ((share < secs)); then
+      secs=$((share > 0 ? share : 0))
+      echo "== fuzz_$t: ${secs} s of random fuzzing instead of ${FUZZ_SECONDS} (CANDLE_FUZZ_DEADLINE)"
+    fi
+  fi
+  ((secs > 0)) || continue
+  echo "== fuzz_$t: ${secs} s"
   cp -r "$corpus/." "$work/$t/corpus/"
-  if ! "$exe" "${limits[@]}" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 \
+  if ! "$exe" "${limits[@]}" -max_total_time="$secs" -print_final_stats=1 \
       -artifact_prefix="$work/$t/artifacts/" "$work/$t/corpus" > "$work/$t/fuzz.log" 2>&1; then
     grep -E '^==[0-9]+==|SUMMARY|ERROR|runtime error|Test unit written|Base64' "$work/$t/fuzz.log" | head -20
     tail -5 "$work/$t/fuzz.log"
