@@ -25,8 +25,8 @@ namespace avx512 {
 // super-block's 256 weights become four zmm of unsigned bytes (the table value + 128) whose 32-bit
 // lane l holds 4 weights of group l % 8 (two vpermt2d of the 128 packed bytes, then the nibble
 // split and the table lookup), so that four vpdpbusd per activation row, against the quants in
-// the same order (iq4xs_lane_order), leave each group's dot product in lanes g and g + 8; the
-// halves are added, less 128 times the activations' group sums (which takes the + 128 off), and
+// the same order (lanes_by_group, offsets 0, 16, 8, 24), leave each group's dot product in lanes g and g + 8;
+// the halves are added, less 128 times the activations' group sums (which takes the + 128 off), and
 // multiplied by the 8 group scales: the contract's exact integers.
 template <int R>
 QMM_TARGET void iq4xs_tile(const uint8_t* const* wrow, const Acts& a, const size_t* col, float* out,
@@ -51,7 +51,8 @@ QMM_TARGET void iq4xs_tile(const uint8_t* const* wrow, const Acts& a, const size
       const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
       const __m512i p0 = _mm512_permutex2var_epi32(q0, idx0, q1),
                     p1 = _mm512_permutex2var_epi32(q0, idx1, q1);
-      // the element order of iq4xs_lane_order: low nibbles of p0, high of p0, low of p1, high of p1
+      // lanes_by_group's runs: low nibbles of p0 (elements 4h.. of a group), high of p0 (16 + 4h..),
+      // low of p1 (8 + 4h..), high of p1 (24 + 4h..)
       w[r][0] = _mm512_shuffle_epi8(table, _mm512_and_si512(p0, m4));
       w[r][1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(p0, 4), m4));
       w[r][2] = _mm512_shuffle_epi8(table, _mm512_and_si512(p1, m4));
@@ -102,10 +103,17 @@ KernelFn avx512_kernel(GgmlDType t) {
   return t == GgmlDType::IQ4_XS ? avx512::iq4xs_rows : avx512::qmm_kernel_table(t);
 }
 
+const int* avx512_lane_offsets(GgmlDType t, size_t m) {
+  static constexpr int kIq4xs[4] = {0, 16, 8, 24};
+  if (t == GgmlDType::IQ4_XS && m > 1) return kIq4xs;
+  return nullptr;
+}
+
 }  // namespace candle::quantized::qmm
 
 #else
 namespace candle::quantized::qmm {
 KernelFn avx512_kernel(GgmlDType) { return nullptr; }
+const int* avx512_lane_offsets(GgmlDType, size_t) { return nullptr; }
 }  // namespace candle::quantized::qmm
 #endif

@@ -246,13 +246,13 @@ void quantize_acts(const float* x, size_t m, size_t k, size_t qk, ActBuffer& buf
               nullptr};
 }
 
-// the quants again in the AVX-512 IQ4_XS kernel's order (Acts::qs_lanes)
-void add_iq4xs_lanes(ActBuffer& buf) {
+// the quants again in an AVX-512 kernel's lane order (Acts::qs_lanes)
+void add_lanes(ActBuffer& buf, const int* offsets) {
   const size_t m = buf.acts.m, k = buf.acts.k;
   buf.qs_lanes.resize(m * k);
   cpu::parallel_for(m, std::max<size_t>(1, 65536 / k), [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i)
-      qmm::iq4xs_lane_order(buf.qs.data() + i * k, k, buf.qs_lanes.data() + i * k);
+      qmm::lanes_by_group(buf.qs.data() + i * k, k, offsets, buf.qs_lanes.data() + i * k);
   });
   buf.acts.qs_lanes = buf.qs_lanes.data();
 }
@@ -369,7 +369,8 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
   }
   ActBuffer buf;
   quantize_acts(x, m, k, bs == 256 ? 256 : 32, buf, isa != QmmIsa::Scalar);
-  if (isa == QmmIsa::Avx512 && t == GgmlDType::IQ4_XS && m > 1) add_iq4xs_lanes(buf);
+  if (isa == QmmIsa::Avx512)
+    if (const int* o = qmm::avx512_lane_offsets(t, m)) add_lanes(buf, o);
   const size_t row_bytes = ggml_row_bytes(t, k);
   const auto* wb = static_cast<const uint8_t*>(w);
   // chunks of weights taken by the threads as they free up (every output is one kernel call's, so

@@ -25,21 +25,20 @@ struct Acts {
   // past m repeating row m - 1 (sums8 only in the 32 form)
   const float* d8 = nullptr;
   const int32_t* sums8 = nullptr;
-  // the quants of every row again in the lane order of iq4xs_lane_order (m * k), where the
-  // AVX-512 IQ4_XS kernel of m > 1 runs; else nullptr
+  // the quants of every row again in the lane order of lanes_by_group (m * k), where an AVX-512
+  // kernel that reads them runs (avx512_lane_offsets); else nullptr
   const int8_t* qs_lanes = nullptr;
 };
 
-// One row of k activation quants (k a multiple of 256) in the order the AVX-512 IQ4_XS kernel
-// reads them: per 256-block four runs of 64 bytes, run w holding in its 4-byte lane l (group
-// g = l % 8, half h = l / 8) the quants 32g + o_w + 4h .. +3, o = {0, 16, 8, 24}: the elements
-// whose weights that kernel's nibble split puts in lane l of its w-th vector.
-inline void iq4xs_lane_order(const int8_t* q, size_t k, int8_t* out) {
-  constexpr int kOffset[4] = {0, 16, 8, 24};
+// One row of k activation quants (k a multiple of 256) in the order of the AVX-512 kernels that
+// keep a 32-element group per 32-bit lane: per 256-block four runs of 64 bytes, run v holding in
+// its 4-byte lane l (group g = l % 8, half h = l / 8) the quants 32g + o[v] + 4h .. +3: the
+// elements whose weights the kernel puts in lane l of its v-th vector.
+inline void lanes_by_group(const int8_t* q, size_t k, const int* o, int8_t* out) {
   for (size_t b = 0; b < k; b += 256)
-    for (int w = 0; w < 4; ++w)
+    for (int v = 0; v < 4; ++v)
       for (int l = 0; l < 16; ++l)
-        std::memcpy(out + b + 64 * w + 4 * l, q + b + 32 * (l % 8) + kOffset[w] + 4 * (l / 8), 4);
+        std::memcpy(out + b + 64 * v + 4 * l, q + b + 32 * (l % 8) + o[v] + 4 * (l / 8), 4);
 }
 
 // Rows [n0, n1) of W (row_bytes each) times every activation row: y[i * ldy + j].
@@ -231,6 +230,9 @@ inline void decode_quants(const uint8_t* p, int8_t* q) {
 KernelFn scalar_kernel(GgmlDType t);
 KernelFn avx2_kernel(GgmlDType t);
 KernelFn avx512_kernel(GgmlDType t);
+// the offsets o of lanes_by_group that avx512_kernel(t) reads for m activation rows, or nullptr
+// where it reads none
+const int* avx512_lane_offsets(GgmlDType t, size_t m);
 // "avx2", or "avx2-vnni" where the CPU has AVX-VNNI (the same bits: the integer sums are exact)
 const char* avx2_variant_name();
 
