@@ -27,7 +27,8 @@ set(CANDLE_BACKEND_PLUGIN_EXPORTS_MAP ${CMAKE_CURRENT_LIST_DIR}/backend_plugin_e
 #    commands before the plugin's sources compile;
 #  - links candle::core publicly and LIBS privately (e.g. CUDA::cudart, cuBLAS; Vulkan links no
 #    vendor library, as libvulkan is loaded at run time), with -Wl,--no-undefined so that a missing
-#    symbol fails the build rather than the dlopen;
+#    symbol fails the build rather than the dlopen (CANDLE_LINK_NO_UNDEFINED: not under clang's
+#    sanitizers, whose runtime only the executables link);
 #  - exports only what VERSION_SCRIPT lists (default: cmake/backend_plugin_exports.map: the plugin
 #    entry points of candle/backend/plugin.h and candle::*), keeping a vendor SDK's symbols private;
 #  - installs it beside libcandle_core.so, in the candleTargets export set (candle::<kind>);
@@ -60,7 +61,7 @@ function(candle_add_backend_plugin)
     ${ARG_INCLUDE_DIRS})
   target_compile_definitions(${target} PRIVATE ${ARG_DEFINITIONS})
   target_link_libraries(${target} PUBLIC candle_core PRIVATE ${CMAKE_DL_LIBS} ${ARG_LIBS})
-  target_link_options(${target} PRIVATE -Wl,--version-script=${ARG_VERSION_SCRIPT} -Wl,--no-undefined)
+  target_link_options(${target} PRIVATE -Wl,--version-script=${ARG_VERSION_SCRIPT} ${CANDLE_LINK_NO_UNDEFINED})
   set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${ARG_VERSION_SCRIPT})
   install(TARGETS ${target} EXPORT candleTargets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The libFuzzer targets (tests/fuzz): configure and build the `fuzz` preset (clang, ASan +
-# UBSan), replay every committed corpus (tests/fuzz/corpus/<name>/) as a regression test,
+# The libFuzzer targets (tests/fuzz): configure the `asan` preset (clang, ASan + UBSan; CI has
+# already built it for its sanitizer test run, so only the fuzzers link here) and build
+# candle_fuzzers, replay every committed corpus (tests/fuzz/corpus/<name>/) as a regression test,
 # then fuzz each target for FUZZ_SECONDS (default 45) from a scratch copy of its corpus.
 # Exits non-zero on any crash, leak, timeout or out-of-memory, naming the saved input.
 #
@@ -15,10 +16,12 @@ root=$PWD
 start=$(date +%s)
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=true
 FUZZ_SECONDS=${FUZZ_SECONDS:-45}
-B=build-fuzz
-echo "== fuzz build (cmake --preset fuzz: clang, ASan + UBSan + libFuzzer)"
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz
+# FUZZ_PRESET=fuzz: the static, fuzzers-only build instead
+preset=${FUZZ_PRESET:-asan}
+B=build-$preset
+echo "== fuzz build (cmake --preset $preset: clang, ASan + UBSan + libFuzzer)"
+cmake --preset "$preset" >/dev/null
+cmake --build "$B" --target candle_fuzzers
 if (($#)); then targets=("$@"); else mapfile -t targets < <(grep -v '^$' "$B/fuzzers.txt"); fi
 echo "== fuzz build done after $(( $(date +%s) - start )) s; targets: ${targets[*]}"
 

@@ -18,6 +18,7 @@
 
 #include "candle/backend/cpu_storage.h"
 #include "candle/utils.h"
+#include "core/sanitizer.h"
 #include "cpu/clones.h"
 #include "cpu/conv_kernels.h"
 #include "cpu/gemm.h"
@@ -199,7 +200,7 @@ bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* b
   return true;
 }
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && !CANDLE_ASAN
 #define CANDLE_CONV_CLONES CANDLE_TARGET_CLONES
 #else
 #define CANDLE_CONV_CLONES

@@ -14,6 +14,7 @@
 
 #include "candle/error.h"
 #include "candle/utils.h"
+#include "core/sanitizer.h"
 #include "cpu/parallel.h"
 
 namespace candle {
@@ -32,7 +33,7 @@ size_t size_class(size_t bytes) {
 }
 
 size_t default_limit() {
-#if defined(__SANITIZE_ADDRESS__)
+#if CANDLE_ASAN
   return 0;  // let AddressSanitizer see every use after free
 #else
   if (const char* env = std::getenv("CANDLE_CPU_CACHE_LIMIT_MB")) {

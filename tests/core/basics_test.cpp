@@ -4,6 +4,7 @@
 
 #include "candle/backend/cpu_storage.h"
 #include "candle/candle.h"
+#include "core/sanitizer.h"
 #include "test_util.h"
 
 using namespace candle;
@@ -210,7 +211,7 @@ TEST(CpuAllocator, LargeBlocksAreCachedAndReusedClean) {
     Tensor t = Tensor::full(7.f, {1 << 20}, dev);  // 4 MiB
     first = t.storage()->to_cpu()->bytes();
   }
-#if defined(__SANITIZE_ADDRESS__)
+#if CANDLE_ASAN
   EXPECT_EQ(cpu_cache_bytes(), 0u);  // the cache is off under AddressSanitizer
 #else
   EXPECT_GE(cpu_cache_bytes(), size_t{4} << 20);

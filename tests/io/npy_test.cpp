@@ -147,7 +147,7 @@ TEST(Npy, FormatVersions2And3) {
 TEST(Npy, UnsupportedDescrNamesFileAndDescr) {
   for (auto [name, descr] :
        {std::pair{"unsupported_u8.npy", "<u8"}, std::pair{"unsupported_c8.npy", "<c8"}}) {
-    Error e = expect_error([&] { npy::read_npy(data_path(name), Device::cpu()); });
+    Error e = expect_error([file = name] { npy::read_npy(data_path(file), Device::cpu()); });
     EXPECT_EQ(e.kind(), ErrorKind::UnsupportedOp);
     EXPECT_TRUE(contains(e.what(), name)) << e.what();
     EXPECT_TRUE(contains(e.what(), descr)) << e.what();

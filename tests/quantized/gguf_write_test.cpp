@@ -220,7 +220,10 @@ TEST(GgufWrite, WriterGivesTheBytesOfTheWholeFileWriter) {
 // same as one written without the mistake.
 TEST(GgufWrite, WriterRefusesBlocksOfTheWrongSizeOrType) {
   TempDir dir;
-  auto [md, ts] = small_model(32);
+  // (a reference, not a binding, for the lambdas: clang 14 cannot capture structured bindings)
+  auto model = small_model(32);
+  auto& md = model.first;
+  auto& ts = model.second;
   Writer w(dir.file("m.gguf"), md, specs_of(ts));
   w.write_tensor(ts[0].second);
   const std::vector<uint8_t> short_blocks(419);
@@ -242,7 +245,10 @@ TEST(GgufWrite, WriterRefusesBlocksOfTheWrongSizeOrType) {
 // temporary, leaving the previous file as it was (and no file where there was none).
 TEST(GgufWrite, WriterNeedsEveryTensorAndLeavesNoHalfFile) {
   TempDir dir;
-  auto [md, ts] = small_model(32);
+  // (a reference, not a binding, for the lambdas: clang 14 cannot capture structured bindings)
+  auto model = small_model(32);
+  auto& md = model.first;
+  auto& ts = model.second;
   put_file(dir.file("old.gguf"), {'o', 'l', 'd'});
   for (const char* name : {"old.gguf", "new.gguf"}) {
     SCOPED_TRACE(name);
@@ -273,7 +279,10 @@ TEST(GgufWrite, WriterNeedsEveryTensorAndLeavesNoHalfFile) {
 
 // a write that failed part way leaves a stream that is no GGUF file: the writer refuses the rest
 TEST(GgufWrite, WriterRefusesEverythingAfterAFailedWrite) {
-  auto [md, ts] = small_model(32);
+  // (a reference, not a binding, for the lambdas: clang 14 cannot capture structured bindings)
+  auto model = small_model(32);
+  auto& md = model.first;
+  auto& ts = model.second;
   std::ostringstream os;
   Writer w(os, md, specs_of(ts));
   os.setstate(std::ios::badbit);

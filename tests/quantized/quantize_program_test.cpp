@@ -20,6 +20,7 @@
 #include "candle/candle.h"
 #include "candle/quantized/gguf_file.h"
 #include "candle/quantized/quantized.h"
+#include "core/sanitizer.h"
 #include "models/program_util.h"
 #include "quantized/gguf_test_util.h"
 
@@ -293,7 +294,7 @@ long self_rss_kib() {
 // peak stays near one tensor. Holding the output until the end (192 MiB here) or keeping the
 // whole input resident would both exceed the bound of a third of the model plus 64 MiB.
 TEST_F(QuantizeFixture, PeakMemoryDoesNotGrowWithTheModel) {
-#if defined(__SANITIZE_ADDRESS__)
+#if CANDLE_ASAN
   GTEST_SKIP() << "under AddressSanitizer (its shadow memory and quarantine of freed blocks) the peak "
                   "resident memory says nothing about the program's";
 #endif

@@ -212,7 +212,8 @@ TEST(VulkanInteger, AffineIntegralWraps) {
       for (const auto& nl : layouts(R, C)) {
         std::string what =
             "affine " + std::to_string(mul) + " " + std::to_string(add) + " " + dt_name(dt) + " " + nl.name;
-        expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.affine(nl.l, mul, add); });
+        expect_kernel_matches(
+            p, what, [&, m = mul, a = add](const BackendStorage& s) { return s.affine(nl.l, m, a); });
       }
     }
   }
@@ -313,7 +314,7 @@ TEST(VulkanInteger, CumsumLongDimCarriesAcrossDispatches) {
     for (auto [shape, dim] : {std::pair{Shape{len, 2}, size_t(0)}, std::pair{Shape{2, len}, size_t(1)}}) {
       auto l = Layout::contiguous(shape);
       std::string what = "cumsum " + dt_name(dt) + " " + shape.to_string();
-      expect_kernel_matches(p, what, [&](const BackendStorage& s) { return s.cumsum(l, dim); });
+      expect_kernel_matches(p, what, [&, d = dim](const BackendStorage& s) { return s.cumsum(l, d); });
     }
   }
 }
