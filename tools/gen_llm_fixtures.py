@@ -51,6 +51,17 @@ def families():
         norm_topk_prob=True, mlp_only_layers=[], tie_word_embeddings=False, use_sliding_window=False))
     f["phi3"] = (t.Phi3Config, t.Phi3ForCausalLM, dict(tie_word_embeddings=False, sliding_window=None,
                                                        partial_rotary_factor=1.0))
+    # phi3 / phi4-mini's longrope: original_max_position_embeddings below the prompt's length, so that
+    # transformers rotates every position with the long factors (as a model whose context is longer
+    # than the original does from its first token on in llama.cpp and candle); partial rotary 0.75
+    f["phi3_longrope"] = (t.Phi3Config, t.Phi3ForCausalLM, dict(
+        tie_word_embeddings=False, sliding_window=None, partial_rotary_factor=0.75,
+        original_max_position_embeddings=8,
+        rope_scaling=dict(rope_type="longrope", short_factor=[1.0, 1.02, 1.1, 1.25, 1.5, 1.9],
+                          long_factor=[1.0, 1.4, 2.3, 4.1, 7.5, 13.0])))
+    # dynamic NTK: the original frequencies up to max_position_embeddings (the longest context)
+    f["llama_dynamic"] = (t.LlamaConfig, t.LlamaForCausalLM, dict(
+        rope_theta=10000.0, tie_word_embeddings=False, rope_scaling=dict(rope_type="dynamic", factor=4.0)))
     f["gemma"] = (t.GemmaConfig, t.GemmaForCausalLM, dict(head_dim=HD, hidden_activation="gelu_pytorch_tanh",
                                                           rms_norm_eps=1e-6))
     f["gemma2"] = (t.Gemma2Config, t.Gemma2ForCausalLM, dict(
@@ -119,6 +130,10 @@ def make_one(family, out, seed, write):
         inv = getattr(m, "inv_freq", None)
         if isinstance(inv, torch.Tensor) and inv.numel() > 1 and torch.equal(inv, inv.half().float()):
             raise RuntimeError(f"{family}: {name}.inv_freq is still rounded to f16")
+    if write:
+        for name, m in model.named_modules():
+            if hasattr(m, "attention_scaling") and isinstance(getattr(m, "inv_freq", None), torch.Tensor):
+                print(f"  {family} {name}: attention_scaling {m.attention_scaling} inv_freq {m.inv_freq.tolist()}")
     ids = torch.randint(3, V, (1, T), generator=gen)
     with torch.no_grad():
         logits = model(ids).logits.float()

@@ -90,8 +90,25 @@ std::vector<uint32_t> get_token_ids(const json& j, const char* key) {
   return out;
 }
 
-// rope_scaling (the older form) or rope_parameters (transformers 5: it also holds rope_theta)
-RopeScaling parse_rope_scaling(const json* v, const std::string& key) {
+// A longrope factor list: positive finite numbers, at most one per rotated pair of any head.
+std::vector<float> get_factors(const json& j, const char* key, const std::string& where) {
+  const json* v = find(j, key);
+  if (!v || !v->is_array() || v->empty() || v->size() > kMaxDim / 2)
+    throw config_error(where + "." + key, "expected a list of numbers, one per rotated pair of dims");
+  std::vector<float> out;
+  out.reserve(v->size());
+  for (const auto& x : *v) {
+    if (!x.is_number() || !(x.get<double>() > 0.0) || !std::isfinite(static_cast<float>(x.get<double>())))
+      throw config_error(where + "." + key, "expected positive finite numbers");
+    out.push_back(static_cast<float>(x.get<double>()));
+  }
+  return out;
+}
+
+// rope_scaling (the older form) or rope_parameters (transformers 5: it also holds rope_theta);
+// `root` is the whole config (phi3 keeps original_max_position_embeddings there)
+RopeScaling parse_rope_scaling(const json* v, const std::string& key, const json& root,
+                               size_t max_positions) {
   RopeScaling r;
   if (!v) return r;
   if (!v->is_object()) throw config_error(key, "expected an object");
@@ -99,6 +116,31 @@ RopeScaling parse_rope_scaling(const json* v, const std::string& key) {
   if (type == "default") return r;
   r.factor = get_double(*v, "factor", 1.0);
   if (!(r.factor > 0.0)) throw config_error(key + ".factor", "must be > 0");
+  if (type == "dynamic") {
+    // dynamic NTK changes the base only for sequences longer than max_position_embeddings, which is
+    // also the longest context these models run: within it, transformers' frequencies are the original
+    return r;
+  }
+  if (type == "longrope" || type == "su") {  // "su": the name of Phi-3's first configs
+    r.kind = RopeScaling::LongRope;
+    r.short_factor = get_factors(*v, "short_factor", key);
+    r.long_factor = get_factors(*v, "long_factor", key);
+    if (r.short_factor.size() != r.long_factor.size())
+      throw config_error(key, "short_factor and long_factor differ in length");
+    const char* orig = "original_max_position_embeddings";
+    const json& src = find(*v, orig) ? *v : root;
+    r.original_max_position_embeddings = get_size(src, orig, kMaxPositions, max_positions);
+    if (r.original_max_position_embeddings < 2) throw config_error(orig, "must be >= 2");
+    // transformers: the ratio of the two context lengths replaces `factor` when the original is given
+    if (find(src, orig))
+      r.factor = static_cast<double>(max_positions) / static_cast<double>(r.original_max_position_embeddings);
+    r.long_context = max_positions > r.original_max_position_embeddings;
+    if (find(*v, "attention_factor")) {
+      r.attention_factor = get_double(*v, "attention_factor", 1.0);
+      if (!(*r.attention_factor > 0.0)) throw config_error(key + ".attention_factor", "must be > 0");
+    }
+    return r;
+  }
   if (type == "linear") {
     r.kind = RopeScaling::Linear;
   } else if (type == "llama3") {
@@ -125,7 +167,7 @@ RopeScaling parse_rope_scaling(const json* v, const std::string& key) {
   } else {
     throw Error(ErrorKind::UnsupportedOp, "config.json: " + key + " type '" + io::excerpt(type, 40) +
                                               "' is not supported (default, "
-                                              "linear, llama3, yarn)");
+                                              "linear, llama3, yarn, longrope, dynamic)");
   }
   return r;
 }
@@ -210,9 +252,10 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
   }
   if (rp && rope_global->is_object()) c.rope_theta = get_double(*rope_global, "rope_theta", c.rope_theta);
   if (!(c.rope_theta > 0.0)) throw config_error("rope_theta", "must be > 0");
-  c.rope_scaling = parse_rope_scaling(rope_global, rope_key);
+  c.rope_scaling = parse_rope_scaling(rope_global, rope_key, j, c.max_position_embeddings);
   if (rope_local) {
-    if (parse_rope_scaling(rope_local, "rope_parameters.sliding_attention").kind != RopeScaling::None)
+    if (parse_rope_scaling(rope_local, "rope_parameters.sliding_attention", j, c.max_position_embeddings)
+            .kind != RopeScaling::None)
       throw Error(ErrorKind::UnsupportedOp,
                   "config.json: rope scaling of the sliding layers is not supported");
     c.rope_local_theta = get_double(*rope_local, "rope_theta", 10000.0);
@@ -263,6 +306,12 @@ LlamaConfig LlamaConfig::from_json(std::string_view text) {
         throw config_error("partial_rotary_factor",
                            "must be in (0, 1] and give an even number of rotated dims");
     }
+  }
+  if (c.rope_scaling.kind == RopeScaling::LongRope) {
+    const size_t pairs = static_cast<size_t>(c.partial_rotary_factor * static_cast<double>(c.head_dim)) / 2;
+    if (c.rope_scaling.short_factor.size() != pairs)
+      throw config_error(rope_key, "longrope has " + std::to_string(c.rope_scaling.short_factor.size()) +
+                                       " factors for " + std::to_string(pairs) + " rotated pairs of dims");
   }
   if (mt == "mistral" || mt == "mixtral" || mt == "phi3" || mt == "gemma2" || mt == "gemma3_text") {
     if (find(j, "sliding_window")) c.sliding_window = get_size(j, "sliding_window", kMaxPositions);
@@ -318,11 +367,20 @@ constexpr double kPi = 3.14159265358979323846;
 
 std::vector<float> rope_inv_freq(size_t head_dim, double theta, const RopeScaling& scaling) {
   const size_t half = head_dim / 2;
+  const std::vector<float>* ext = nullptr;  // longrope: 1 / (factor * base ** e), in f32 as transformers
+  if (scaling.kind == RopeScaling::LongRope) {
+    ext = scaling.long_context ? &scaling.long_factor : &scaling.short_factor;
+    if (ext->size() != half)
+      throw Error(ErrorKind::InvalidArgument, "rope scaling: longrope has " + std::to_string(ext->size()) +
+                                                  " factors for " + std::to_string(half) +
+                                                  " rotated pairs of dims");
+  }
   std::vector<float> inv(half);
   for (size_t i = 0; i < half; ++i) {
     // transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in f32
     const float e = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    inv[i] = 1.0f / std::pow(static_cast<float>(theta), e);
+    const float p = std::pow(static_cast<float>(theta), e);
+    inv[i] = 1.0f / (ext ? (*ext)[i] * p : p);
   }
   if (scaling.kind == RopeScaling::Linear) {
     for (float& f : inv) f = static_cast<float>(f / scaling.factor);
@@ -365,9 +423,12 @@ std::vector<float> rope_inv_freq(size_t head_dim, double theta, const RopeScalin
 }
 
 double rope_attention_factor(const RopeScaling& scaling) {
-  if (scaling.kind != RopeScaling::Yarn) return 1.0;
+  if (scaling.kind != RopeScaling::Yarn && scaling.kind != RopeScaling::LongRope) return 1.0;
   if (scaling.attention_factor) return *scaling.attention_factor;
-  return scaling.factor <= 1.0 ? 1.0 : 0.1 * std::log(scaling.factor) + 1.0;
+  if (scaling.factor <= 1.0) return 1.0;
+  if (scaling.kind == RopeScaling::Yarn) return 0.1 * std::log(scaling.factor) + 1.0;
+  const double orig = static_cast<double>(std::max<size_t>(scaling.original_max_position_embeddings, 2));
+  return std::sqrt(1.0 + std::log(scaling.factor) / std::log(orig));
 }
 
 Cache::Cache(const LlamaConfig& cfg, size_t max_seq_len) {

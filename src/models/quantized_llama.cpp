@@ -177,12 +177,27 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     }
   }
   std::vector<float> inv_freq = llama::rope_inv_freq(rope_dim, theta, scaling);
-  if (has(ct, "rope_freqs.weight")) {
-    std::vector<float> f = dense(ct, "rope_freqs.weight", Shape{rope_dim / 2}, device).to_vec1<float>();
+  double mscale = llama::rope_attention_factor(scaling);
+  // per-pair divisors of the frequencies: llama3's rope_freqs, or longrope's (phi3's converter) for
+  // a short and a long context, the long ones when the context is longer than the original (llama.cpp's
+  // choice), with cos and sin scaled by rope.scaling.attn_factor
+  auto divide_by = [&](const std::string& name) {
+    std::vector<float> f = dense(ct, name, Shape{rope_dim / 2}, device).to_vec1<float>();
     for (size_t i = 0; i < f.size(); ++i) {
-      if (!(f[i] > 0.0f)) throw Error(ErrorKind::InvalidArgument, "gguf: rope_freqs.weight must be > 0");
+      if (!(f[i] > 0.0f) || !std::isfinite(f[i]))
+        throw Error(ErrorKind::InvalidArgument, "gguf: " + name + " must be positive and finite");
       inv_freq[i] /= f[i];
     }
+  };
+  if (has(ct, "rope_freqs.weight")) divide_by("rope_freqs.weight");
+  if (has(ct, "rope_factors_long.weight") || has(ct, "rope_factors_short.weight")) {
+    const size_t orig = meta_u64(ct, p + "rope.scaling.original_context_length", kMaxPositions, ctx);
+    const std::string name = ctx > orig ? "rope_factors_long.weight" : "rope_factors_short.weight";
+    if (!has(ct, name)) throw Error(ErrorKind::InvalidArgument, "gguf: longrope without " + name);
+    divide_by(name);
+    mscale = meta_f64(ct, p + "rope.scaling.attn_factor", 1.0);
+    if (!(mscale > 0.0))
+      throw Error(ErrorKind::InvalidArgument, "gguf: rope.scaling.attn_factor must be > 0");
   }
 
   const auto* vocab_info = has(ct, "token_embd.weight") ? &ct.tensor_infos.at("token_embd.weight") : nullptr;
@@ -282,7 +297,7 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   spec.eps = eps;
   spec.interleaved_rope = arch == "llama";
   spec.rope_dim = rope_dim;
-  spec.rope_mscale = llama::rope_attention_factor(scaling);
+  spec.rope_mscale = mscale;
   spec.inv_freqs = {std::move(inv_freq)};
   if (arch == "gemma3")
     spec.inv_freqs.push_back(

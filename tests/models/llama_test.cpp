@@ -381,6 +381,69 @@ TEST(LlamaConfig, Llama3RopeScaling) {
   for (auto [i, v] : want) EXPECT_NEAR(f[i] / v, 1.0, 2e-6) << i;
 }
 
+// longrope as Phi-3-mini-128k's config.json has it (head_dim 96: 48 factors, original_max_position_embeddings
+// at the top level, "type" rather than "rope_type"): the long factors for its 131072 positions, factor
+// 32, the attention factor sqrt(1 + ln 32 / ln 4096); the short ones when the context is the original;
+// wrong lists named.
+TEST(LlamaConfig, LongRopeScaling) {
+  auto config = [](size_t max_pos, const std::string& scaling) {
+    return R"({"model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "vocab_size": 32064,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "original_max_position_embeddings": 4096, "max_position_embeddings": )" +
+           std::to_string(max_pos) + R"(, "rope_theta": 10000.0, "rope_scaling": )" + scaling + "}";
+  };
+  std::string s, l;
+  for (size_t i = 0; i < 48; ++i) {
+    if (i) s += ',', l += ',';
+    s += std::to_string(1.0 + 0.01 * static_cast<double>(i));
+    l += std::to_string(1.0 + 0.5 * static_cast<double>(i));
+  }
+  const std::string su = R"({"type": "su", "short_factor": [)" + s + R"(], "long_factor": [)" + l + "]}";
+  const std::string lr =
+      R"({"type": "longrope", "short_factor": [)" + s + R"(], "long_factor": [)" + l + "]}";
+  using models::llama::RopeScaling;
+  for (const std::string& scaling : {su, lr}) {
+    auto cfg = models::llama::LlamaConfig::from_json(config(131072, scaling));
+    ASSERT_EQ(cfg.rope_scaling.kind, RopeScaling::LongRope);
+    EXPECT_TRUE(cfg.rope_scaling.long_context);
+    EXPECT_DOUBLE_EQ(cfg.rope_scaling.factor, 32.0);
+    EXPECT_NEAR(models::llama::rope_attention_factor(cfg.rope_scaling), 1.1902380714238083, 1e-12);
+    auto f = models::llama::rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling);
+    ASSERT_EQ(f.size(), 48u);
+    for (size_t i : {0, 1, 20, 47}) {
+      const double plain = 1.0 / std::pow(10000.0, static_cast<double>(2 * i) / 96.0);
+      EXPECT_NEAR(f[i] / (plain / (1.0 + 0.5 * static_cast<double>(i))), 1.0, 1e-6) << i;
+    }
+  }
+  auto short_ctx = models::llama::LlamaConfig::from_json(config(4096, lr));
+  EXPECT_FALSE(short_ctx.rope_scaling.long_context);
+  EXPECT_DOUBLE_EQ(models::llama::rope_attention_factor(short_ctx.rope_scaling), 1.0);
+  auto f = models::llama::rope_inv_freq(short_ctx.head_dim, short_ctx.rope_theta, short_ctx.rope_scaling);
+  EXPECT_NEAR(f[47] / (1.0 / std::pow(10000.0, 94.0 / 96.0) / 1.47), 1.0, 1e-6);
+  // dynamic NTK: the original frequencies within max_position_embeddings
+  auto dyn = models::llama::LlamaConfig::from_json(config(4096, R"({"type": "dynamic", "factor": 2.0})"));
+  EXPECT_EQ(dyn.rope_scaling.kind, RopeScaling::None);
+  auto err = [&](size_t max_pos, const std::string& scaling) {
+    try {
+      models::llama::LlamaConfig::from_json(config(max_pos, scaling));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err(4096, R"({"type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2]})")
+                .find("2 factors for 48 rotated pairs"),
+            std::string::npos);
+  EXPECT_NE(err(4096, R"({"type": "longrope", "short_factor": [1, 2], "long_factor": [1]})").find("differ"),
+            std::string::npos);
+  EXPECT_NE(err(4096, R"({"type": "longrope", "short_factor": [1, -2], "long_factor": [1, 2]})")
+                .find("rope_scaling.short_factor: expected positive finite numbers"),
+            std::string::npos);
+  EXPECT_NE(err(4096, R"({"type": "longrope", "short_factor": [1, 2], "long_factor": [1, 1e300]})")
+                .find("rope_scaling.long_factor"),
+            std::string::npos);
+}
+
 TEST(LlamaConfig, FamiliesAndErrors) {
   auto m = models::llama::LlamaConfig::from_json(R"({"model_type": "mistral", "hidden_size": 64,
       "intermediate_size": 128, "vocab_size": 10, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -408,7 +471,11 @@ TEST(LlamaConfig, FamiliesAndErrors) {
             std::string::npos);
   EXPECT_NE(err(R"({"hidden_size": 8, "intermediate_size": 8, "vocab_size": 8, "num_hidden_layers": 1,
       "num_attention_heads": 2, "rope_scaling": {"rope_type": "longrope", "factor": 4}})")
-                .find("longrope"),
+                .find("rope_scaling.short_factor"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"hidden_size": 8, "intermediate_size": 8, "vocab_size": 8, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "rope_scaling": {"rope_type": "ntk-by-parts", "factor": 4}})")
+                .find("'ntk-by-parts' is not supported"),
             std::string::npos);
   EXPECT_NE(err(R"({"hidden_size": 8, "intermediate_size": 8, "vocab_size": 8, "num_hidden_layers": 1,
       "num_attention_heads": 2, "rope_scaling": {"rope_type": "yarn", "factor": 4, "beta_fast": 0}})")

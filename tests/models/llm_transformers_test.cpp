@@ -172,7 +172,8 @@ INSTANTIATE_TEST_SUITE_P(Llm, Transformers,
                                            Family{"mistral", kF16Rope}, Family{"qwen2", kF16Rope},
                                            Family{"qwen3", kF16Rope}, Family{"gemma", kExact},
                                            Family{"gemma2", kExact}, Family{"gemma3", kExact},
-                                           Family{"phi3", kExact}, Family{"mixtral", kExact},
+                                           Family{"phi3", kExact}, Family{"phi3_longrope", kExact},
+                                           Family{"llama_dynamic", kF16Rope}, Family{"mixtral", kExact},
                                            Family{"qwen3_moe", kExact}),
                          [](const auto& info) { return std::string(info.param.name); });
 
@@ -187,6 +188,7 @@ std::string write_fixture_gguf(const std::string& family, const std::string& pat
   auto w = safetensors::load(dir(family) + "/model.safetensors", Device::cpu());
   auto cfg = nlohmann::json::parse(std::ifstream(dir(family) + "/config.json"));
   const bool gemma = family.rfind("gemma", 0) == 0, post = family == "gemma2" || family == "gemma3";
+  const bool phi3 = family.rfind("phi3", 0) == 0;
   const size_t heads = cfg["num_attention_heads"].get<size_t>(),
                kv = cfg["num_key_value_heads"].get<size_t>();
   const size_t hidden = cfg["hidden_size"].get<size_t>(), layers = cfg["num_hidden_layers"].get<size_t>();
@@ -225,7 +227,7 @@ std::string write_fixture_gguf(const std::string& family, const std::string& pat
       put_norm(b + "post_attention_norm.weight", h + "post_attention_layernorm.weight");
       put_norm(b + "post_ffw_norm.weight", h + "post_feedforward_layernorm.weight");
     }
-    if (family == "phi3") {
+    if (phi3) {
       put(b + "attn_qkv.weight", h + "self_attn.qkv_proj.weight");
     } else if (family == "mixtral") {
       put_t(b + "attn_q.weight", permuted(h + "self_attn.q_proj.weight", heads));
@@ -242,7 +244,7 @@ std::string write_fixture_gguf(const std::string& family, const std::string& pat
       put_norm(b + "attn_q_norm.weight", h + "self_attn.q_norm.weight");
       put_norm(b + "attn_k_norm.weight", h + "self_attn.k_norm.weight");
     }
-    if (family == "phi3") {
+    if (phi3) {
       put(b + "ffn_up.weight", h + "mlp.gate_up_proj.weight");
       put(b + "ffn_down.weight", h + "mlp.down_proj.weight");
     } else if (family == "mixtral") {
@@ -261,7 +263,10 @@ std::string write_fixture_gguf(const std::string& family, const std::string& pat
         put(b + "ffn_" + p + ".weight", h + "mlp." + p + "_proj.weight");
     }
   }
-  const std::string arch = family == "mixtral" ? "llama" : (family == "qwen3_moe" ? "qwen3moe" : family);
+  const std::string arch = family == "mixtral"     ? "llama"
+                           : family == "qwen3_moe" ? "qwen3moe"
+                           : phi3                  ? "phi3"
+                                                   : family;
   const std::string a = arch + ".";
   const auto& rope = cfg["rope_parameters"];
   const float theta =
@@ -288,6 +293,22 @@ std::string write_fixture_gguf(const std::string& family, const std::string& pat
   if (family == "gemma3") {
     meta.emplace_back(a + "attention.sliding_window_pattern", cfg["sliding_window_pattern"].get<uint32_t>());
     meta.emplace_back(a + "rope.freq_base_swa", rope["sliding_attention"]["rope_theta"].get<float>());
+  }
+  if (rope.value("rope_type", "") == "longrope") {
+    // llama.cpp's converter: the rotated dims, both factor lists as tensors, the original context
+    // and the attention factor sqrt(1 + ln(ctx / original) / ln(original))
+    const auto dims =
+        static_cast<uint32_t>(static_cast<double>(hd) * rope.value("partial_rotary_factor", 1.0));
+    const double ctx = cfg["max_position_embeddings"].get<double>();
+    const double orig = rope["original_max_position_embeddings"].get<double>();
+    meta.emplace_back(a + "rope.dimension_count", dims);
+    meta.emplace_back(a + "rope.scaling.original_context_length", static_cast<uint32_t>(orig));
+    meta.emplace_back(a + "rope.scaling.attn_factor",
+                      static_cast<float>(std::sqrt(1.0 + std::log(ctx / orig) / std::log(orig))));
+    for (const char* which : {"long", "short"}) {
+      const auto f = rope[std::string(which) + "_factor"].get<std::vector<float>>();
+      put_t(std::string("rope_factors_") + which + ".weight", Tensor::from_vec(f, {f.size()}, Device::cpu()));
+    }
   }
   if (experts) {
     meta.emplace_back(a + "expert_count", static_cast<uint32_t>(experts));
@@ -367,14 +388,16 @@ TEST(QuantizedLlama, QwenGgufEqualsTransformers) {
 // The GGUF path of the other families: the fixtures' weights written as an f32 GGUF under
 // llama.cpp's names and conventions (its converter's): gemma's norms stored as 1 + w, gemma2 /
 // gemma3's post norms (post_attention_norm, post_ffw_norm) and gemma3's local rope base
-// (rope.freq_base_swa) and sliding-window pattern, phi3's fused attn_qkv and ffn_up (gate | up),
+// (rope.freq_base_swa) and sliding-window pattern, phi3's fused attn_qkv and ffn_up (gate | up) and
+// longrope's factor tensors (rope_factors_long / _short, with partial rotary dims),
 // the experts of mixtral (general.architecture llama: q / k rows permuted for the interleaved
 // rope) and qwen3moe as one [experts, ffn, dim] tensor each; loaded by quantized_llama, against
 // transformers' logits and greedy tokens, and run by llama.cpp to the same greedy tokens.
 TEST(QuantizedLlama, GemmaPhi3AndMoeGgufEqualTransformers) {
   const bool llama_cpp = llama_cpp_available();
   if (!llama_cpp) std::printf("llama.cpp's libllama or python3 is missing: only transformers is compared\n");
-  for (const std::string family : {"gemma", "gemma2", "gemma3", "phi3", "mixtral", "qwen3_moe"}) {
+  for (const std::string family :
+       {"gemma", "gemma2", "gemma3", "phi3", "phi3_longrope", "mixtral", "qwen3_moe"}) {
     const std::string path = temp_gguf(family);
     const std::string arch = write_fixture_gguf(family, path);
     auto lm = models::load_causal_lm(path, Device::cpu(), DType::F32);

@@ -33,19 +33,26 @@
 namespace candle::models::llama {
 
 struct RopeScaling {
-  enum Kind { None, Linear, Llama3, Yarn };
+  enum Kind { None, Linear, Llama3, Yarn, LongRope };
   Kind kind = None;
   double factor = 1.0;
   // llama3 only
   double low_freq_factor = 1.0, high_freq_factor = 4.0;
-  size_t original_max_position_embeddings = 8192;  // llama3 and yarn
+  size_t original_max_position_embeddings = 8192;  // llama3, yarn and longrope
   // yarn only: the dims between the two correction bounds blend interpolated and original
   // frequencies; cos and sin are scaled by attention_factor (default 0.1 ln(factor) + 1)
   double beta_fast = 32.0, beta_slow = 1.0;
+  // yarn and longrope: the factor cos and sin are scaled by (nullopt: the kind's default)
   std::optional<double> attention_factor;
+  // longrope (phi3, phi3.5, phi4-mini): each frequency divided by its factor, one per rotated pair;
+  // the long ones when the model's context is longer than the original (as candle and llama.cpp
+  // choose), the short ones otherwise. factor is max_position_embeddings / the original, and the
+  // default attention factor sqrt(1 + ln(factor) / ln(original)).
+  std::vector<float> short_factor, long_factor;
+  bool long_context = false;
 };
 
-// The factor yarn scales cos and sin by (1 for other kinds).
+// The factor cos and sin are scaled by: yarn's and longrope's attention factor, 1 for other kinds.
 double rope_attention_factor(const RopeScaling& scaling);
 
 struct LlamaConfig {
