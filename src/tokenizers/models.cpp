@@ -1,10 +1,10 @@
 // Models: BPE (merges by rank, byte fallback, unknown tokens, ignore_merges), WordPiece, Unigram (Viterbi).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <mutex>
 #include <queue>
 #include <unordered_map>
 
@@ -76,15 +76,38 @@ struct Bpe final : VocabBase {
   std::vector<uint32_t> score_rank;
   static constexpr uint32_t kNoRank = UINT32_MAX;
 
-  // words already tokenized, in shards by hash so that encode_batch's threads rarely wait for
-  // each other (each shard emptied when full)
-  struct CacheShard {
-    std::mutex mu;
-    std::unordered_map<std::string, std::vector<Tok>, StrHash, std::equal_to<>> words;
-  };
-  static constexpr size_t kCacheShards = 16, kCacheEntries = 4096, kCacheMaxLen = 256;
-  mutable std::array<CacheShard, kCacheShards> cache;
-  CacheShard& shard_of(std::string_view w) const { return cache[StrHash{}(w) % kCacheShards]; }
+  // Words already tokenized, one cache per thread and model: encode_batch's threads share no lock
+  // and no written cache line (16 locked shards scaled 3.4x on 16 threads). A thread keeps the
+  // caches of its last kCacheModels models, each emptied when full; models are told apart by a
+  // process-unique id (a freed model's address can be reused).
+  using WordMap = std::unordered_map<std::string, std::vector<Tok>, StrHash, std::equal_to<>>;
+  static constexpr size_t kCacheModels = 4, kCacheEntries = 65536, kCacheMaxLen = 256;
+  const uint64_t cache_id = [] {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }();
+  WordMap& cache() const {
+    struct Slot {
+      uint64_t owner = 0, used = 0;
+      WordMap words;
+    };
+    thread_local std::array<Slot, kCacheModels> slots;
+    thread_local uint64_t clock = 0;
+    Slot* pick = &slots[0];
+    for (Slot& sl : slots) {
+      if (sl.owner == cache_id) {
+        pick = &sl;
+        break;
+      }
+      if (sl.used < pick->used) pick = &sl;  // else the least recently used
+    }
+    if (pick->owner != cache_id) {
+      pick->words.clear();
+      pick->owner = cache_id;
+    }
+    pick->used = ++clock;
+    return pick->words;
+  }
 
   struct Sym {
     uint32_t id;
@@ -98,10 +121,9 @@ struct Bpe final : VocabBase {
     if (w.empty()) return;
     const bool cacheable = w.size() <= kCacheMaxLen;
     if (cacheable) {
-      CacheShard& sh = shard_of(w);
-      std::lock_guard<std::mutex> lk(sh.mu);
-      auto it = sh.words.find(w);
-      if (it != sh.words.end()) {
+      const WordMap& words = cache();
+      auto it = words.find(w);
+      if (it != words.end()) {
         out.insert(out.end(), it->second.begin(), it->second.end());
         return;
       }
@@ -212,11 +234,9 @@ struct Bpe final : VocabBase {
 
   void remember(std::string_view w, const std::vector<Tok>& out, size_t start, bool cacheable) const {
     if (!cacheable) return;
-    CacheShard& sh = shard_of(w);
-    std::lock_guard<std::mutex> lk(sh.mu);
-    if (sh.words.size() >= kCacheEntries) sh.words.clear();
-    sh.words.emplace(std::string(w),
-                     std::vector<Tok>(out.begin() + static_cast<ptrdiff_t>(start), out.end()));
+    WordMap& words = cache();
+    if (words.size() >= kCacheEntries) words.clear();
+    words.emplace(std::string(w), std::vector<Tok>(out.begin() + static_cast<ptrdiff_t>(start), out.end()));
   }
 };
 

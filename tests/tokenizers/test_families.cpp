@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "candle/error.h"
 #include "candle/tokenizers/tokenizer.h"
@@ -81,6 +82,39 @@ TEST_P(Family, EncodeBatchOnSeveralThreadsEqualsEncode) {
     EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
   }
   candle::set_num_threads(0);
+}
+
+// The BPE word caches are per thread and per tokenizer: one thread encoding with every family's
+// tokenizer in turn (more tokenizers than a thread keeps caches for), and tokenizers destroyed and
+// rebuilt in the same storage, still give each one's reference ids.
+TEST(Tokenizers, OneThreadWithManyTokenizersKeepsTheirCachesApart) {
+  const json corpus = read_json(kData / "corpus.json");
+  std::vector<std::vector<json>> want;
+  std::vector<std::filesystem::path> paths;
+  for (const char* f : {"gpt2", "llama2", "llama3", "qwen3", "gemma3", "deepseek_v3", "gptoss"}) {
+    const json expected = read_json(kData / (std::string("expected_") + f + ".json"));
+    const auto path = kRoot / expected["tokenizer"].get<std::string>();
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: run tools/install-deps.sh";
+    paths.push_back(path);
+    want.emplace_back(expected["lines"].begin(), expected["lines"].end());
+  }
+  std::vector<Tokenizer> toks;
+  for (const auto& p : paths) toks.push_back(Tokenizer::from_file(p.string()));
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < corpus.size(); ++i)
+      for (size_t t = 0; t < toks.size(); ++t)
+        ASSERT_EQ(toks[t].encode(corpus[i].get<std::string>(), false).get_ids(),
+                  want[t][i]["ids_plain"].get<std::vector<uint32_t>>())
+            << paths[t] << " line " << i << " round " << round;
+  for (int round = 0; round < 3; ++round) {
+    const size_t t = round % 2;  // gpt2, llama2, gpt2, each in a fresh tokenizer
+    std::optional<Tokenizer> one;
+    one.emplace(Tokenizer::from_file(paths[t].string()));
+    for (size_t i = 0; i < corpus.size(); ++i)
+      ASSERT_EQ(one->encode(corpus[i].get<std::string>(), false).get_ids(),
+                want[t][i]["ids_plain"].get<std::vector<uint32_t>>())
+          << paths[t] << " line " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Family,
