@@ -5,7 +5,7 @@
 //              [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
 //              [--repeat-last-n N] [--seed S] [--stop STR]... [--threads N] [--device NAME]
 //              [--dtype f32|f16|bf16] [--tokenizer FILE] [--no-template] [--quiet]
-//              [--decode auto|cache|graph] [--ignore-eos]
+//              [--decode auto|cache|graph] [--ignore-eos] [--tp N]
 //
 // Sampling defaults are llama.cpp's (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, repeat
 // penalty 1.0 over the last 64 tokens); --temperature 0 is greedy. At the end it prints, on
@@ -135,6 +135,7 @@ struct Options {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   int64_t threads = 0;
+  int64_t tp = 1;
 };
 
 // llama.cpp's chain: top-k, then top-p, then min-p (applied to the logits first: a token is kept
@@ -170,7 +171,7 @@ class Session {
         lp_(gen::LogitsProcessor::from_sampling(o.seed ? *o.seed : std::random_device{}(),
                                                 sampling_of(o, model.vocab_size()))),
         eos_(std::move(eos)) {
-    const bool graph = o.decode == "graph" || (o.decode == "auto" && device.records_graphs());
+    const bool graph = o.decode == "graph" || (o.decode == "auto" && device.records_graphs() && o.tp == 1);
     if (graph) {
       const size_t want = 512 + static_cast<size_t>(std::max<int64_t>(o.max_tokens, 0));
       decode_.emplace(model, device, std::min(want, model.max_seq_len()));
@@ -310,6 +311,25 @@ std::string default_model() {
               "no --model given and the bundled default " + bundled.string() + " was not found");
 }
 
+// --tp N: the devices of the N ranks (N CPU ranks, or N CUDA GPUs from the one --device names on)
+std::vector<Device> tp_devices(const Device& first, const Options& o) {
+  if (o.tp < 1 || o.tp > 64) throw Error(ErrorKind::InvalidArgument, "--tp must be in 1..64");
+  if (o.tp == 1) return {first};
+  if (o.decode == "graph")
+    throw Error(ErrorKind::InvalidArgument, "--decode graph does not run tensor-parallel (--tp): use cache");
+  std::vector<Device> devs;
+  for (int64_t r = 0; r < o.tp; ++r) {
+    if (first.kind() == candle::DeviceKind::Cpu) {
+      devs.push_back(first);
+    } else if (first.kind() == candle::DeviceKind::Cuda) {
+      devs.push_back(Device::cuda(first.ordinal() + static_cast<size_t>(r)));
+    } else {
+      throw Error(ErrorKind::InvalidArgument, "--tp runs on cpu or cuda devices, not " + first.to_string());
+    }
+  }
+  return devs;
+}
+
 int run(const Options& o) {
   if (o.threads > 0) candle::set_num_threads(static_cast<size_t>(o.threads));
   if (!o.prompt.empty() && o.chat)
@@ -318,19 +338,24 @@ int run(const Options& o) {
   if (!fs::exists(path)) throw Error(ErrorKind::Io, "model " + path + " does not exist");
   const Device device = Device::from_name(o.device);
   const DType dtype = parse_dtype(o.dtype);
+  const std::vector<Device> devices = tp_devices(device, o);
 
   const auto t_load = Clock::now();
   std::optional<candle::quantized::gguf_file::Content> gguf;
   if (is_gguf(path)) gguf = candle::quantized::gguf_file::Content::read(path);
-  auto model = gguf ? candle::models::load_causal_lm(*gguf, device)
-                    : candle::models::load_causal_lm(path, device, dtype);
+  auto model = devices.size() > 1 ? candle::models::load_causal_lm_parallel(path, devices, dtype)
+               : gguf             ? candle::models::load_causal_lm(*gguf, device)
+                                  : candle::models::load_causal_lm(path, device, dtype);
   const auto tok = load_tokenizer(path, o.tokenizer_file, gguf ? &*gguf : nullptr);
   std::optional<gen::ChatTemplate> tmpl;
   if (!o.no_template) tmpl = load_template(path, gguf ? &*gguf : nullptr);
   if (!o.quiet)
-    std::fprintf(stderr, "candle-llm: %s (%s, vocab %zu, context %zu) loaded in %.2f s on %s\n", path.c_str(),
-                 model->architecture().c_str(), model->vocab_size(), model->max_seq_len(),
-                 seconds_since(t_load), o.device.c_str());
+    std::fprintf(stderr, "candle-llm: %s (%s, vocab %zu, context %zu) loaded in %.2f s on %s%s\n",
+                 path.c_str(), model->architecture().c_str(), model->vocab_size(), model->max_seq_len(),
+                 seconds_since(t_load), o.device.c_str(),
+                 devices.size() > 1
+                     ? (", tensor-parallel over " + std::to_string(devices.size()) + " ranks").c_str()
+                     : "");
 
   std::signal(SIGINT, on_sigint);
   Session session(o, *model, tok, device, eos_ids(path, gguf ? &*gguf : nullptr));
@@ -428,6 +453,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", o.device, "cpu (default), auto, cuda, cuda:N, vulkan, vulkan:N");
   app.add_option("--dtype", o.dtype, "weights of a safetensors model: f32 (default), f16, bf16");
+  app.add_option(
+      "--tp", o.tp,
+      "tensor parallelism over N ranks, one thread each: N CUDA GPUs from --device's on (NCCL), or "
+      "N CPU ranks (default 1)");
   app.add_option("--tokenizer", o.tokenizer_file, "a tokenizer.json instead of the model's own");
   app.add_flag("--no-template", o.no_template, "--chat without the model's chat template (plain text turns)");
   app.add_flag("--quiet,-q", o.quiet, "print only the generated text");

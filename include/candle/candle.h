@@ -2,6 +2,7 @@
 #pragma once
 
 #include "candle/backprop.h"
+#include "candle/comm.h"
 #include "candle/device.h"
 #include "candle/display.h"
 #include "candle/dtype.h"

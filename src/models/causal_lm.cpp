@@ -175,7 +175,8 @@ class QuantizedLlamaLM final : public CausalLM {
 
 }  // namespace
 
-std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& device, DType dtype) {
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& device, DType dtype,
+                                         std::shared_ptr<Comm> comm) {
   std::error_code ec;
   const fs::path p(path);
   if (fs::is_directory(p, ec)) {
@@ -183,14 +184,17 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& 
     if (!fs::exists(cfg_path, ec)) throw Error(ErrorKind::Io, path + ": no config.json");
     llama::LlamaConfig cfg = llama::LlamaConfig::from_json(read_text(cfg_path));
     nn::VarBuilder vb = nn::VarBuilder::from_mmaped_safetensors(weight_files(p), dtype, device);
-    return std::make_unique<LlamaLM>(llama::Llama::load(vb, cfg), cfg.max_position_embeddings);
+    return std::make_unique<LlamaLM>(llama::Llama::load(vb, cfg, std::move(comm)),
+                                     cfg.max_position_embeddings);
   }
   if (!fs::exists(p, ec)) throw Error(ErrorKind::Io, path + ": no such file or folder");
-  return load_causal_lm(quantized::gguf_file::Content::read(path), device);
+  return load_causal_lm(quantized::gguf_file::Content::read(path), device, std::move(comm));
 }
 
-std::unique_ptr<CausalLM> load_causal_lm(const quantized::gguf_file::Content& gguf, const Device& device) {
-  return std::make_unique<QuantizedLlamaLM>(quantized_llama::ModelWeights::from_gguf(gguf, device));
+std::unique_ptr<CausalLM> load_causal_lm(const quantized::gguf_file::Content& gguf, const Device& device,
+                                         std::shared_ptr<Comm> comm) {
+  return std::make_unique<QuantizedLlamaLM>(
+      quantized_llama::ModelWeights::from_gguf(gguf, device, std::move(comm)));
 }
 
 }  // namespace candle::models

@@ -229,7 +229,7 @@ std::tuple<Tensor, Tensor, Tensor> Decoder::qkv(const DecoderLayer& l, const Ten
 }
 
 Tensor Decoder::attn_out(const DecoderLayer& l, const Tensor& y) const {
-  return l.o.forward(y.transpose(1, 2).reshape({y.dim(0), y.dim(2), spec_.heads * spec_.head_dim}));
+  return reduce(l.o.forward(y.transpose(1, 2).reshape({y.dim(0), y.dim(2), spec_.heads * spec_.head_dim})));
 }
 
 double Decoder::attn_scale() const {
@@ -277,6 +277,7 @@ Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& t
       }
       h = l.down->forward(spec_.gelu_mlp ? g.gelu() * u : nn::ops::silu_mul(g, u));
     }
+    h = reduce(h);
     if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
     if (i + 1 < layers_.size()) {
       std::tie(x, h) = nn::ops::add_rms_norm(x, h, layers_[i + 1].attn_norm, eps);

@@ -3,12 +3,14 @@
 // with rotary embeddings and a SwiGLU MLP.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "candle/comm.h"
 #include "candle/models/causal_lm.h"
 #include "candle/nn/kv_cache.h"
 #include "candle/nn/layers.h"
@@ -67,6 +69,10 @@ struct DecoderSpec {
   double embed_scale = 0.0;  // 0: none (gemma: sqrt(hidden))
   bool gelu_mlp = false;     // gelu (tanh) instead of silu
   std::optional<double> attn_softcap, final_softcap;
+  // tensor parallelism: this rank's share of the heads (heads / kv_heads above) and of the MLP;
+  // the attention output and MLP projections (row-parallel) give partial sums, added over the
+  // ranks by comm before the residual (nullptr: one rank holds everything)
+  std::shared_ptr<Comm> comm;
 };
 
 class Decoder {
@@ -106,6 +112,10 @@ class Decoder {
   void check_state(const char* what, const Tensor& ids, const StaticDecode& st) const;
   Tensor embed(const Tensor& ids) const;
   double attn_scale() const;
+  // a row-parallel projection's partial sums added over the ranks (the identity with one rank)
+  Tensor reduce(const Tensor& partial) const {
+    return spec_.comm ? spec_.comm->all_reduce_sum(partial) : partial;
+  }
   DecoderSpec spec_;
   Tensor embeddings_;
   std::vector<DecoderLayer> layers_;

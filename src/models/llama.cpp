@@ -9,6 +9,7 @@
 
 #include "candle/io/json_limits.h"
 #include "decoder.h"
+#include "tensor_parallel.h"
 
 namespace candle::models::llama {
 namespace {
@@ -459,9 +460,39 @@ detail::Proj rows(const Tensor& w, size_t start, size_t n) {
 
 }  // namespace
 
-Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
+Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg, std::shared_ptr<Comm> comm) {
   const size_t h = cfg.hidden_size, hd = cfg.head_dim, nh = cfg.num_attention_heads,
                nkv = cfg.num_key_value_heads;
+  if (comm && comm->device().to_string() != vb.device().to_string())
+    throw Error(ErrorKind::InvalidArgument, "Llama::load: the communicator's rank is on " +
+                                                comm->device().to_string() + ", the weights on " +
+                                                vb.device().to_string());
+  const detail::TpPlan tp = detail::TpPlan::make(std::move(comm), nh, nkv);
+  const bool whole = tp.world == 1;
+  // a column-parallel projection: this rank's rows [start, start + n) of its `out` (and of the bias)
+  auto col = [&](const nn::VarBuilder& b, size_t in, size_t out, size_t start, size_t n, bool bias) {
+    if (whole) return linear(in, out, bias, b);
+    return detail::Proj{
+        nn::Linear(b.get_narrow({out, in}, "weight", 0, start, n),
+                   bias ? std::optional<Tensor>(b.get_narrow({out}, "bias", 0, start, n)) : std::nullopt),
+        std::nullopt};
+  };
+  // a row-parallel projection: this rank's input columns [start, start + n); the bias on rank 0 only
+  // (the ranks' partial sums are added)
+  auto row = [&](const nn::VarBuilder& b, size_t in, size_t out, size_t start, size_t n, bool bias) {
+    if (whole) return linear(in, out, bias, b);
+    return detail::Proj{
+        nn::Linear(b.get_narrow({out, in}, "weight", 1, start, n),
+                   bias && tp.rank == 0 ? std::optional<Tensor>(b.get({out}, "bias")) : std::nullopt),
+        std::nullopt};
+  };
+  // rows [start, start + n) of a fused weight as a projection of its own
+  auto fused = [&](const nn::VarBuilder& b, const Tensor& whole_w, size_t rows_total, size_t start,
+                   size_t n) {
+    if (whole) return rows(whole_w, start, n);
+    return detail::Proj{nn::Linear(b.get_narrow({rows_total, h}, "weight", 0, start, n), std::nullopt),
+                        std::nullopt};
+  };
   // an RmsNorm weight; gemma's scale by 1 + w (initialised to 0 in a VarMap)
   auto norm = [&](const nn::VarBuilder& b, size_t n) {
     if (!cfg.norm_plus_one) return b.get_with_hints({n}, "weight", nn::init::ONE);
@@ -482,17 +513,20 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
     std::optional<detail::Proj> q, k, v, gate, up;
     if (cfg.model_type == "phi3") {
       // fused projections: qkv_proj rows are q, k, v; gate_up_proj rows are gate, up
-      Tensor qkv = at.pp("qkv_proj").get({(nh + 2 * nkv) * hd, h}, "weight");
-      q = rows(qkv, 0, nh * hd);
-      k = rows(qkv, nh * hd, nkv * hd);
-      v = rows(qkv, (nh + nkv) * hd, nkv * hd);
-      Tensor gu = mlp.pp("gate_up_proj").get({2 * cfg.intermediate_size, h}, "weight");
-      gate = rows(gu, 0, cfg.intermediate_size);
-      up = rows(gu, cfg.intermediate_size, cfg.intermediate_size);
+      const size_t nqkv = (nh + 2 * nkv) * hd, ffn = cfg.intermediate_size;
+      const nn::VarBuilder qb = at.pp("qkv_proj"), gb = mlp.pp("gate_up_proj");
+      Tensor qkv = whole ? qb.get({nqkv, h}, "weight") : Tensor();
+      q = fused(qb, qkv, nqkv, tp.q_head0 * hd, tp.heads * hd);
+      k = fused(qb, qkv, nqkv, (nh + tp.kv_head0) * hd, tp.kv_heads * hd);
+      v = fused(qb, qkv, nqkv, (nh + nkv + tp.kv_head0) * hd, tp.kv_heads * hd);
+      const auto [f0, fn] = tp.share(ffn, "intermediate_size");
+      Tensor gu = whole ? gb.get({2 * ffn, h}, "weight") : Tensor();
+      gate = fused(gb, gu, 2 * ffn, f0, fn);
+      up = fused(gb, gu, 2 * ffn, ffn + f0, fn);
     } else {
-      q = linear(h, nh * hd, cfg.qkv_bias, at.pp("q_proj"));
-      k = linear(h, nkv * hd, cfg.qkv_bias, at.pp("k_proj"));
-      v = linear(h, nkv * hd, cfg.qkv_bias, at.pp("v_proj"));
+      q = col(at.pp("q_proj"), h, nh * hd, tp.q_head0 * hd, tp.heads * hd, cfg.qkv_bias);
+      k = col(at.pp("k_proj"), h, nkv * hd, tp.kv_head0 * hd, tp.kv_heads * hd, cfg.qkv_bias);
+      v = col(at.pp("v_proj"), h, nkv * hd, tp.kv_head0 * hd, tp.kv_heads * hd, cfg.qkv_bias);
     }
     const bool moe_layer = cfg.num_experts > 0 && !cfg.dense_layers[i];
     std::optional<detail::MoeMlp> moe;
@@ -507,18 +541,21 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
                            {},
                            cfg.num_experts_per_tok,
                            cfg.norm_topk_prob};
+      const auto [m0, mn] = tp.share(mi, "the experts' intermediate size");
       for (size_t e = 0; e < cfg.num_experts; ++e) {
         nn::VarBuilder eb = mb.pp("experts").pp(std::to_string(e));
-        moe->gate.push_back(linear(h, mi, false, eb.pp(mixtral ? "w1" : "gate_proj")));
-        moe->up.push_back(linear(h, mi, false, eb.pp(mixtral ? "w3" : "up_proj")));
-        moe->down.push_back(linear(mi, h, false, eb.pp(mixtral ? "w2" : "down_proj")));
+        moe->gate.push_back(col(eb.pp(mixtral ? "w1" : "gate_proj"), h, mi, m0, mn, false));
+        moe->up.push_back(col(eb.pp(mixtral ? "w3" : "up_proj"), h, mi, m0, mn, false));
+        moe->down.push_back(row(eb.pp(mixtral ? "w2" : "down_proj"), mi, h, m0, mn, false));
       }
     } else {
+      const size_t ffn = cfg.intermediate_size;
+      const auto [f0, fn] = tp.share(ffn, "intermediate_size");
       if (!gate) {
-        gate = linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("gate_proj"));
-        up = linear(h, cfg.intermediate_size, cfg.mlp_bias, mlp.pp("up_proj"));
+        gate = col(mlp.pp("gate_proj"), h, ffn, f0, fn, cfg.mlp_bias);
+        up = col(mlp.pp("up_proj"), h, ffn, f0, fn, cfg.mlp_bias);
       }
-      down = linear(cfg.intermediate_size, h, cfg.mlp_bias, mlp.pp("down_proj"));
+      down = row(mlp.pp("down_proj"), ffn, h, f0, fn, cfg.mlp_bias);
     }
     detail::DecoderLayer l{attn_norm,
                            ffn_norm,
@@ -527,7 +564,7 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
                            std::move(*q),
                            std::move(*k),
                            std::move(*v),
-                           linear(nh * hd, h, cfg.o_bias, at.pp("o_proj")),
+                           row(at.pp("o_proj"), nh * hd, h, tp.q_head0 * hd, tp.heads * hd, cfg.o_bias),
                            std::move(gate),
                            std::move(up),
                            std::move(down),
@@ -555,8 +592,9 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg) {
                           ? detail::Proj{nn::Linear(embed, std::nullopt), std::nullopt}
                           : linear(h, cfg.vocab_size, false, vb.pp("lm_head"));
   detail::DecoderSpec spec;
-  spec.heads = nh;
-  spec.kv_heads = nkv;
+  spec.heads = tp.heads;
+  spec.kv_heads = tp.kv_heads;
+  spec.comm = tp.comm;
   spec.head_dim = hd;
   spec.eps = cfg.rms_norm_eps;
   spec.interleaved_rope = false;

@@ -9,6 +9,7 @@
 #include "candle/io/json_limits.h"
 #include "candle/models/llama.h"
 #include "decoder.h"
+#include "tensor_parallel.h"
 
 namespace candle::models::quantized_llama {
 namespace {
@@ -92,16 +93,23 @@ detail::Proj proj_of(const quantized::QTensor& w) {
 // ffn_{gate,up}_exps [experts, ffn, dim] and ffn_down_exps [experts, dim, ffn] (read on the CPU,
 // each expert's matrix then placed on the device).
 detail::MoeMlp moe_layer(const gg::Content& ct, const std::string& b, size_t experts, size_t used, size_t ffn,
-                         size_t dim, bool norm_topk, const Device& dev) {
+                         size_t dim, bool norm_topk, const Device& dev, const detail::TpPlan& tp) {
   const Device cpu = Device::cpu();
   detail::MoeMlp m{proj(ct, b + "ffn_gate_inp", Shape{experts, dim}, dev), {}, {}, {}, used, norm_topk};
   const quantized::QTensor g = qtensor(ct, b + "ffn_gate_exps.weight", Shape{experts, ffn, dim}, cpu);
   const quantized::QTensor u = qtensor(ct, b + "ffn_up_exps.weight", Shape{experts, ffn, dim}, cpu);
   const quantized::QTensor d = qtensor(ct, b + "ffn_down_exps.weight", Shape{experts, dim, ffn}, cpu);
+  const auto [m0, mn] = tp.share(ffn, "expert_feed_forward_length");
   for (size_t e = 0; e < experts; ++e) {
-    m.gate.push_back(proj_of(g.get(e, dev)));
-    m.up.push_back(proj_of(u.get(e, dev)));
-    m.down.push_back(proj_of(d.get(e, dev)));
+    if (tp.world == 1) {
+      m.gate.push_back(proj_of(g.get(e, dev)));
+      m.up.push_back(proj_of(u.get(e, dev)));
+      m.down.push_back(proj_of(d.get(e, dev)));
+    } else {  // this rank's intermediate rows: gate / up rows, down columns
+      m.gate.push_back(proj_of(g.get(e, cpu).narrow(m0, mn, dev)));
+      m.up.push_back(proj_of(u.get(e, cpu).narrow(m0, mn, dev)));
+      m.down.push_back(proj_of(d.get(e, cpu).narrow_cols(m0, mn, dev)));
+    }
   }
   return m;
 }
@@ -114,7 +122,8 @@ struct ModelWeights::Impl {
   std::vector<nn::KvCache> caches;
 };
 
-ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device) {
+ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device,
+                                     std::shared_ptr<Comm> comm) {
   const gg::Value* a = ct.find("general.architecture");
   if (!a || a->value_type() != gg::ValueType::String)
     throw Error(ErrorKind::InvalidArgument, "gguf: general.architecture is missing or not a string");
@@ -228,6 +237,30 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
     if (arch == "gemma2" || arch == "gemma3") return i % pattern < pattern - 1;
     return true;
   };
+  // tensor parallelism (tensor_parallel.h): this rank's heads and MLP rows, read on the CPU (a view
+  // of the mapped file) and only those placed on the device
+  if (comm && comm->device().to_string() != device.to_string())
+    throw Error(ErrorKind::InvalidArgument, "gguf: the communicator's rank is on " +
+                                                comm->device().to_string() + ", the model on " +
+                                                device.to_string());
+  const detail::TpPlan tp = detail::TpPlan::make(std::move(comm), heads, kv_heads);
+  const auto [f0, fn] = experts ? std::pair<size_t, size_t>{0, ffn} : tp.share(ffn, "feed_forward_length");
+  auto col = [&](const std::string& name, const Shape& full, size_t start, size_t n, bool bias) {
+    if (tp.world == 1) return proj(ct, name, full, device, bias);
+    detail::Proj pr = proj_of(qtensor(ct, name + ".weight", full, Device::cpu()).narrow(start, n, device));
+    if (bias)
+      pr.bias = dense(ct, name + ".bias", Shape{full.dims()[0]}, Device::cpu())
+                    .narrow(0, start, n)
+                    .to_device(device);
+    return pr;
+  };
+  auto row = [&](const std::string& name, const Shape& full, size_t start, size_t n) {
+    if (tp.world == 1) return proj(ct, name, full, device);
+    return with_context(
+        "tensor parallelism over " + std::to_string(tp.world) + " ranks: " + name + ".weight", [&] {
+          return proj_of(qtensor(ct, name + ".weight", full, Device::cpu()).narrow_cols(start, n, device));
+        });
+  };
   std::vector<detail::DecoderLayer> layers;
   layers.reserve(n_layers);
   for (size_t i = 0; i < n_layers; ++i) {
@@ -237,26 +270,26 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
       // fused projections: attn_qkv rows are q, k, v; ffn_up rows are gate, up
       const quantized::QTensor qkv =
           qtensor(ct, b + "attn_qkv.weight", Shape{(heads + 2 * kv_heads) * hd, dim}, Device::cpu());
-      q = proj_of(qkv.narrow(0, heads * hd, device));
-      k = proj_of(qkv.narrow(heads * hd, kv_heads * hd, device));
-      v = proj_of(qkv.narrow((heads + kv_heads) * hd, kv_heads * hd, device));
+      q = proj_of(qkv.narrow(tp.q_head0 * hd, tp.heads * hd, device));
+      k = proj_of(qkv.narrow((heads + tp.kv_head0) * hd, tp.kv_heads * hd, device));
+      v = proj_of(qkv.narrow((heads + kv_heads + tp.kv_head0) * hd, tp.kv_heads * hd, device));
       const quantized::QTensor gu = qtensor(ct, b + "ffn_up.weight", Shape{2 * ffn, dim}, Device::cpu());
-      gate = proj_of(gu.narrow(0, ffn, device));
-      up = proj_of(gu.narrow(ffn, ffn, device));
+      gate = proj_of(gu.narrow(f0, fn, device));
+      up = proj_of(gu.narrow(ffn + f0, fn, device));
     } else {
-      q = proj(ct, b + "attn_q", Shape{heads * hd, dim}, device, qwen2);
-      k = proj(ct, b + "attn_k", Shape{kv_heads * hd, dim}, device, qwen2);
-      v = proj(ct, b + "attn_v", Shape{kv_heads * hd, dim}, device, qwen2);
+      q = col(b + "attn_q", Shape{heads * hd, dim}, tp.q_head0 * hd, tp.heads * hd, qwen2);
+      k = col(b + "attn_k", Shape{kv_heads * hd, dim}, tp.kv_head0 * hd, tp.kv_heads * hd, qwen2);
+      v = col(b + "attn_v", Shape{kv_heads * hd, dim}, tp.kv_head0 * hd, tp.kv_heads * hd, qwen2);
     }
     std::optional<detail::MoeMlp> moe;
     if (experts && has(ct, b + "ffn_gate_exps.weight")) {
-      moe = moe_layer(ct, b, experts, used, expert_ffn, dim, norm_topk, device);
+      moe = moe_layer(ct, b, experts, used, expert_ffn, dim, norm_topk, device, tp);
     } else {
       if (!gate) {
-        gate = proj(ct, b + "ffn_gate", Shape{ffn, dim}, device);
-        up = proj(ct, b + "ffn_up", Shape{ffn, dim}, device);
+        gate = col(b + "ffn_gate", Shape{ffn, dim}, f0, fn, false);
+        up = col(b + "ffn_up", Shape{ffn, dim}, f0, fn, false);
       }
-      down = proj(ct, b + "ffn_down", Shape{dim, ffn}, device);
+      down = row(b + "ffn_down", Shape{dim, ffn}, f0, fn);
     }
     detail::DecoderLayer l{dense(ct, b + "attn_norm.weight", Shape{dim}, device),
                            dense(ct, b + "ffn_norm.weight", Shape{dim}, device),
@@ -265,7 +298,7 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
                            std::move(*q),
                            std::move(*k),
                            std::move(*v),
-                           proj(ct, b + "attn_output", Shape{dim, heads * hd}, device),
+                           row(b + "attn_output", Shape{dim, heads * hd}, tp.q_head0 * hd, tp.heads * hd),
                            std::move(gate),
                            std::move(up),
                            std::move(down),
@@ -291,8 +324,9 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   detail::Proj head = has(ct, "output.weight") ? proj(ct, "output", Shape{vocab, dim}, device)
                                                : proj(ct, "token_embd", Shape{vocab, dim}, device);
   detail::DecoderSpec spec;
-  spec.heads = heads;
-  spec.kv_heads = kv_heads;
+  spec.heads = tp.heads;
+  spec.kv_heads = tp.kv_heads;
+  spec.comm = tp.comm;
   spec.head_dim = hd;
   spec.eps = eps;
   spec.interleaved_rope = arch == "llama";

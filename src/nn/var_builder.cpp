@@ -208,6 +208,24 @@ Tensor VarBuilder::get_with_hints_dtype(const Shape& shape, const std::string& n
   return convert(t, dtype, device_);
 }
 
+Tensor VarBuilder::get_narrow(const Shape& full, const std::string& name, size_t dim, size_t start,
+                              size_t len) const {
+  const std::string p = path(name);
+  if (dim >= full.rank() || start > full.dims()[dim] || len > full.dims()[dim] - start || len == 0)
+    throw Error(ErrorKind::IndexOutOfRange, "VarBuilder::get_narrow: " + std::to_string(start) + ".." +
+                                                std::to_string(start + len) + " of dim " +
+                                                std::to_string(dim) + " of " + p + " " + full.to_string());
+  // on the CPU first (a view of a mapped file), so that only the part is converted and moved
+  Tensor t = backend_->get(full, p, init::DEFAULT_KAIMING_NORMAL, dtype_, Device::cpu());
+  if (t.shape() != full)
+    throw Error(ErrorKind::ShapeMismatch, "shape mismatch for " + p + " in " + backend_->source_of(p) +
+                                              ", expected: " + full.to_string() +
+                                              ", got: " + t.shape().to_string());
+  Tensor part = t.narrow(static_cast<int64_t>(dim), start, len);
+  part = part.contiguous();  // on the CPU: only the part is copied
+  return convert(part, dtype_, device_).contiguous();
+}
+
 Tensor VarBuilder::get_unchecked(const std::string& name) const { return get_unchecked_dtype(name, dtype_); }
 
 Tensor VarBuilder::get_unchecked_dtype(const std::string& name, DType dtype) const {

@@ -161,6 +161,29 @@ QTensor QTensor::narrow(size_t start, size_t len, const Device& device) const {
   return from_bytes(std::move(owner), bytes.subspan(start * row, len * row), Shape(sub), dtype_, device);
 }
 
+QTensor QTensor::narrow_cols(size_t start, size_t len, const Device& device) const {
+  const auto& d = shape_.dims();
+  const size_t bs = ggml_block_size(dtype_);
+  if (d.size() != 2 || start > d[1] || len > d[1] - start || len == 0)
+    throw Error(ErrorKind::IndexOutOfRange, "QTensor::narrow_cols: columns " + std::to_string(start) + ".." +
+                                                std::to_string(start + len) + " of a QTensor of shape " +
+                                                shape_.to_string());
+  if (start % bs != 0 || len % bs != 0)
+    throw Error(ErrorKind::InvalidArgument, "QTensor::narrow_cols: columns " + std::to_string(start) + ".." +
+                                                std::to_string(start + len) + " split the " +
+                                                std::string(ggml_dtype_name(dtype_)) + " blocks of " +
+                                                std::to_string(bs) + " elements");
+  const size_t row = qtensor_bytes(Shape{1, d[1]}, dtype_), per = row / (d[1] / bs);
+  const std::vector<uint8_t> staged = bytes_.empty() ? host_bytes() : std::vector<uint8_t>();
+  const std::span<const uint8_t> src = bytes_.empty() ? std::span<const uint8_t>(staged) : bytes_;
+  auto out = std::make_shared<std::vector<uint8_t>>(d[0] * (len / bs) * per);
+  for (size_t r = 0; r < d[0]; ++r)
+    std::memcpy(out->data() + r * (len / bs) * per, src.data() + r * row + (start / bs) * per,
+                (len / bs) * per);
+  const std::span<const uint8_t> bytes(out->data(), out->size());
+  return from_bytes(std::move(out), bytes, Shape{d[0], len}, dtype_, device);
+}
+
 QTensor QTensor::get(size_t i, const Device& device) const {
   QTensor r = narrow(i, 1, device);
   const auto& d = r.shape_.dims();

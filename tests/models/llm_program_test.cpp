@@ -79,6 +79,23 @@ TEST_F(LlmProgram, GraphDecodeGivesTheCachedForwardsText) {
   EXPECT_NE(llm_run("--model " + gguf + " --decode fast").rc, 0) << "an unknown --decode is an error";
 }
 
+// --tp 2 on the CPU (two ranks, one thread each, the heads and MLP rows split, the q8_0 blocks of
+// o / down by columns) writes --tp 1's greedy text; what cannot run split is refused in one line.
+TEST_F(LlmProgram, TensorParallelRanksWriteTheSameText) {
+  const std::string args = "--model " + gguf + " --prompt 'ab ba' --temperature 0 --max-tokens 24";
+  const auto one = llm_run(args);
+  ASSERT_EQ(one.rc, 0) << one.err;
+  const auto two = llm_run(args + " --tp 2");
+  ASSERT_EQ(two.rc, 0) << two.err;
+  EXPECT_EQ(two.out, one.out);
+  EXPECT_NE(two.err.find("tensor-parallel over 2 ranks"), std::string::npos) << two.err;
+  for (const std::string bad : {" --tp 0", " --tp 2 --decode graph", " --tp 3"}) {
+    const auto r = llm_run(args + bad);
+    EXPECT_EQ(r.rc, 1) << bad;
+    EXPECT_NE(r.err.find("candle-llm: error: "), std::string::npos) << bad << ": " << r.err;
+  }
+}
+
 TEST_F(LlmProgram, SeededSamplingIsReproducible) {
   const std::string args = "--model " + gguf +
                            " --prompt ab --max-tokens 16 --temperature 1.5 --top-k 0 --top-p 1 "

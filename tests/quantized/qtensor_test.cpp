@@ -249,3 +249,22 @@ TEST(QMatMul, RowsDoNotDependOnTheBatch) {
   ASSERT_EQ(b.shape(), Shape({12, 6}));
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(b.narrow(0, 2 * i, 2).to_vec2<float>(), a.to_vec2<float>()) << i;
 }
+
+// A row-parallel weight's share: whole blocks of columns, the rows' parts copied; split blocks and
+// ranges past the end are refused.
+TEST(QTensor, NarrowColsTakesWholeBlocksOfEveryRow) {
+  for (GgmlDType dt : {GgmlDType::F32, GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q4K}) {
+    const size_t bs = ggml_block_size(dt), k = 4 * std::max<size_t>(bs, 32);
+    const QTensor q = QTensor::quantize(arange_f32(3 * k, {3, k}), dt);
+    const size_t start = k / 4, len = k / 2;
+    const QTensor part = q.narrow_cols(start, len, Device::cpu());
+    EXPECT_EQ(part.shape(), (Shape{3, len}));
+    EXPECT_EQ(part.dequantize(Device::cpu()).to_vec2<float>(),
+              q.dequantize(Device::cpu()).narrow(1, start, len).to_vec2<float>())
+        << ggml_dtype_name(dt);
+    if (bs > 1) {
+      EXPECT_THROW(q.narrow_cols(bs / 2, bs, Device::cpu()), Error) << ggml_dtype_name(dt);
+    }
+    EXPECT_THROW(q.narrow_cols(start, k, Device::cpu()), Error);
+  }
+}

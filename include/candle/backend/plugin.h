@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "candle/device.h"
 #include "candle/version.h"
@@ -30,7 +31,7 @@
 // BackendDevice / BackendStorage and the types they take (backend.h, cpu_storage.h), and the
 // entry points here. Bump it with every change to that interface, however small: a plugin
 // built for another number is refused instead of calling through a stale vtable.
-#define CANDLE_BACKEND_ABI_VERSION 7
+#define CANDLE_BACKEND_ABI_VERSION 8
 
 namespace candle {
 
@@ -42,6 +43,19 @@ using BackendFactory = std::function<std::shared_ptr<BackendDevice>(size_t ordin
 // ordinal 0.
 using BackendPicker = std::function<std::optional<size_t>(std::string& why)>;
 void register_backend(DeviceKind kind, BackendFactory factory, BackendPicker picker = {});
+
+// Optional: collective communication among the kind's devices (candle::Comm, candle/comm.h),
+// registered from candle_backend_register(). Comm::create_group, unique_id and create call these;
+// a kind without them has no collectives (Error(Device)).
+class Comm;
+struct CommProvider {
+  std::function<std::vector<std::shared_ptr<Comm>>(const std::vector<Device>& devices)> group;
+  std::function<std::string()> unique_id;
+  std::function<std::shared_ptr<Comm>(const std::string& id, size_t rank, size_t world_size,
+                                      const Device& device)>
+      create;
+};
+void register_comm_provider(DeviceKind kind, CommProvider provider);
 
 }  // namespace candle
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "candle/comm.h"
 #include "candle/device.h"
 #include "candle/dtype.h"
 #include "candle/graph.h"
@@ -56,9 +57,20 @@ class CausalLM {
 // with config.json and model.safetensors or sharded weights (model.safetensors.index.json),
 // loaded in `dtype` on `device`. An unknown architecture / model_type is an Error naming it; a
 // truncated or malformed file the reader's error.
-std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& device, DType dtype);
+// With `comm` (candle/comm.h; device: comm's): this rank's share of a tensor-parallel model; every
+// rank loads the same path on its own thread and makes the same calls, and gets the same logits.
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const Device& device, DType dtype,
+                                         std::shared_ptr<Comm> comm = nullptr);
+// A tensor-parallel model over `devices` (all CPU, or distinct CUDA GPUs through NCCL): rank r on
+// devices[r], each on a thread of its own (rank 0 the caller's), every call made on all of them;
+// the logits are rank 0's (on devices[0]). One device: load_causal_lm. No static decode (its graphs
+// would hold the collectives); a rank's error aborts the group and is rethrown, after which the
+// model is unusable.
+std::unique_ptr<CausalLM> load_causal_lm_parallel(const std::string& path, const std::vector<Device>& devices,
+                                                  DType dtype);
 // The same from a GGUF already read (a caller that also wants its tokenizer reads the file once).
-std::unique_ptr<CausalLM> load_causal_lm(const quantized::gguf_file::Content& gguf, const Device& device);
+std::unique_ptr<CausalLM> load_causal_lm(const quantized::gguf_file::Content& gguf, const Device& device,
+                                         std::shared_ptr<Comm> comm = nullptr);
 
 // One sequence's generation through the static decode: the prompt by prefill, then each token by a
 // decode step recorded once as a candle::Graph and replayed (a CUDA graph on CUDA: one launch per

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "candle/comm.h"
 #include "candle/models/causal_lm.h"
 #include "candle/nn/kv_cache.h"
 #include "candle/nn/var_builder.h"
@@ -119,8 +120,12 @@ class Cache {
 class Llama {
  public:
   // The weights under `vb` (model.embed_tokens, model.layers.N.{self_attn,mlp,...}, model.norm,
-  // lm_head), in vb's dtype and on its device.
-  static Llama load(const nn::VarBuilder& vb, const LlamaConfig& cfg);
+  // lm_head), in vb's dtype and on its device. With `comm` (candle/comm.h), this rank's share of a
+  // tensor-parallel model: its heads and MLP rows only are read (VarBuilder::get_narrow), and its
+  // forward passes add the ranks' partial sums through comm, so every rank, called with the same
+  // inputs from its own thread, gets the whole model's logits. The query heads (and the MLP sizes)
+  // must divide by the world size, the kv heads divide it or by it; comm's device is vb's.
+  static Llama load(const nn::VarBuilder& vb, const LlamaConfig& cfg, std::shared_ptr<Comm> comm = nullptr);
   // input_ids [b, t] u32 at positions index_pos..index_pos+t-1 (index_pos must equal the
   // cache's length): the logits of the last position [b, vocab] f32; appends to the cache.
   Tensor forward(const Tensor& input_ids, size_t index_pos, Cache& cache) const;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "candle/comm.h"
 #include "candle/device.h"
 #include "candle/models/causal_lm.h"
 #include "candle/quantized/gguf_file.h"
@@ -35,7 +36,10 @@ class ModelWeights {
  public:
   // Throws Error(UnsupportedOp) naming an unknown architecture, Error(InvalidArgument / Parse)
   // naming a missing or inconsistent key or tensor.
-  static ModelWeights from_gguf(const quantized::gguf_file::Content& ct, const Device& device);
+  // With `comm`: this rank's share of a tensor-parallel model (as llama::Llama::load; the blocks
+  // of o / down are split at whole quantization blocks).
+  static ModelWeights from_gguf(const quantized::gguf_file::Content& ct, const Device& device,
+                                std::shared_ptr<Comm> comm = nullptr);
   // x [b, t] u32 at positions index_pos.. (index_pos must equal the cached length): the last
   // position's logits [b, vocab] f32.
   Tensor forward(const Tensor& x, size_t index_pos);

@@ -67,6 +67,10 @@ class VarBuilder {
   Tensor get_with_hints(const Shape& shape, const std::string& name, const Init& hints) const;
   Tensor get_with_hints_dtype(const Shape& shape, const std::string& name, const Init& hints,
                               DType dtype) const;
+  // Part of the tensor `name`, whose whole shape is `full`: [start, start + len) along `dim`
+  // (tensor parallelism: a rank's rows or columns; candle's Shard hint). A memory-mapped file reads
+  // only that part; the result is contiguous, in the builder's dtype, on its device.
+  Tensor get_narrow(const Shape& full, const std::string& name, size_t dim, size_t start, size_t len) const;
   // The tensor with whatever shape it has.
   Tensor get_unchecked(const std::string& name) const;
   Tensor get_unchecked_dtype(const std::string& name, DType dtype) const;

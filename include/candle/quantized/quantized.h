@@ -45,6 +45,9 @@ class QTensor {
   // [experts, n, k] tensor). On the CPU a view of these bytes; elsewhere those rows uploaded.
   QTensor narrow(size_t start, size_t len, const Device& device) const;
   QTensor get(size_t i, const Device& device) const;
+  // Columns start..start+len of a 2-d QTensor (a row-parallel weight's share), whole blocks: start and
+  // len multiples of the type's block size, else Error(InvalidArgument). The rows' parts are copied.
+  QTensor narrow_cols(size_t start, size_t len, const Device& device) const;
   std::span<const uint8_t> data() const { return bytes_; }
   GgmlDType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
