@@ -10,7 +10,9 @@
 // per rank: tests and CPU-only machines run the same tensor-parallel code). Every rank makes the
 // same calls in the same order, each from its own thread; a call returns once every rank's
 // contribution is in (on CUDA: once it is queued on the device's stream, after which the result
-// reads like any tensor). Every rank gets identical results, bit for bit.
+// reads like any tensor). Every rank gets identical results, bit for bit. The CPU group checks the
+// ranks' shapes against each other (a mismatch fails on every rank); NCCL cannot, so on CUDA ranks
+// that disagree get wrong results or wait: the model code makes every rank's shapes equal.
 //
 // Ranks in other processes of the same host (CUDA only): rank 0 makes unique_id(), hands it to
 // the others (a file, a pipe, an argument), and every rank calls create(id, rank, world_size, dev).
@@ -40,7 +42,9 @@ class Comm {
   // Rank `root`'s `t` on every rank (the others pass a tensor of the same shape and dtype).
   virtual Tensor broadcast(const Tensor& t, size_t root) = 0;
   // For a rank that stops on an error: the other ranks' waiting and later calls fail with
-  // Error(Device) naming `why` instead of waiting for this one forever.
+  // Error(Device) naming `why` instead of waiting for this one forever (on CUDA: ncclCommAbort,
+  // which releases the ranks of this process; their collective already queued ends with undefined
+  // values, their next call throws).
   virtual void abort(const std::string& why) = 0;
 
   // One communicator per device, rank i on devices[i], for one thread per rank in this process.

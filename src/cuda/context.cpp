@@ -39,6 +39,12 @@ DeviceGuard::DeviceGuard(int ordinal) {
   if (cudaGetDevice(&cur) != cudaSuccess || cur != ordinal) check(cudaSetDevice(ordinal), "cudaSetDevice");
 }
 
+void Context::make_current() const noexcept {
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur == ordinal_) return;
+  if (cudaSetDevice(ordinal_) != cudaSuccess) cudaGetLastError();
+}
+
 size_t size_class(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
   if (bytes <= (size_t(1) << 20)) return (bytes + 511) / 512 * 512;

@@ -70,7 +70,17 @@ class Context {
 
   int ordinal() const { return ordinal_; }
   const std::string& name() const { return name_; }
-  cudaStream_t stream() const { return stream_; }
+  // The stream, with this device made the calling thread's current one first: a kernel launched
+  // into another device's stream fails, and a thread may have made another device current since
+  // (ops on two devices, a rank's thread in tensor parallelism, a freed block of another device).
+  // Every launch takes its stream here.
+  cudaStream_t stream() const {
+    make_current();
+    return stream_;
+  }
+  // Makes this device the calling thread's current one (cudaSetDevice when it is not); an error is
+  // left to the call that follows to report.
+  void make_current() const noexcept;
   // SM count, compute capability (major * 10 + minor).
   int sm_count() const { return sm_count_; }
   int compute_capability() const { return cc_; }

@@ -11,6 +11,7 @@ namespace candle::cuda_backend {
 
 std::map<std::string, size_t> round_trip_counts();
 void clear_round_trips();
+CommProvider nccl_comm_provider();  // nccl.cpp
 
 namespace {
 std::mutex contexts_mu;
@@ -150,7 +151,8 @@ void empty_cache() {
 extern "C" uint32_t candle_backend_abi_version() { return CANDLE_BACKEND_ABI_VERSION; }
 extern "C" const char* candle_backend_core_version() { return CANDLE_VERSION_STRING; }
 // Device::auto_select takes cuda:0 first (before ROCm and Vulkan) when it opens; CANDLE_CUDA_AUTO=0
-// passes CUDA over (then Vulkan, if any, runs on the same GPU).
+// passes CUDA over (then Vulkan, if any, runs on the same GPU). The collectives (candle::Comm) go
+// through NCCL, opened at their first call (nccl.cpp).
 extern "C" void candle_backend_register() {
   candle::register_backend(
       candle::DeviceKind::Cuda, [](size_t ordinal) { return candle::cuda_backend::open_device(ordinal); },
@@ -159,4 +161,5 @@ extern "C" void candle_backend_register() {
         why = "CANDLE_CUDA_AUTO=0";
         return std::nullopt;
       });
+  candle::register_comm_provider(candle::DeviceKind::Cuda, candle::cuda_backend::nccl_comm_provider());
 }
