@@ -29,8 +29,8 @@
 
 // The version of the interface between the core and a backend plugin: the virtual methods of
 // BackendDevice / BackendStorage and the types they take (backend.h, cpu_storage.h), candle::Comm's
-// (comm.h: a plugin implements it), and the entry points here. Bump it with every change to that interface, however small: a plugin
-// built for another number is refused instead of calling through a stale vtable.
+// (comm.h: a plugin implements it), and the entry points here. Bump it with every change to that interface,
+// however small: a plugin built for another number is refused instead of calling through a stale vtable.
 #define CANDLE_BACKEND_ABI_VERSION 8
 
 namespace candle {
