@@ -217,7 +217,10 @@ class NcclComm final : public Comm {
     CuStoragePtr out = cd_->make(t.dtype(), n * world_);
     if (n) {
       const Dense d = dense(s, t.layout());
-      const auto [type, count] = moved(t.dtype(), n);
+      const std::pair<ncclDataType_t, size_t> how = moved(t.dtype(), n);
+      const ncclDataType_t type =
+          how.first;  // (no structured bindings: clang 14's lambdas cannot capture them)
+      const size_t count = how.second;
       run("all_gather", "ncclAllGather", [&](const Api& a, ncclComm_t c, cudaStream_t st) {
         return a.ncclAllGather(d.s->at(d.first), out->at(0), count, type, c, st);
       });
@@ -246,7 +249,9 @@ class NcclComm final : public Comm {
       // only the root's tensor is read: the others receive into out (NCCL's in-place form)
       Dense d{out.get(), 0, nullptr};
       if (rank_ == root) d = dense(s, t.layout());
-      const auto [type, count] = moved(t.dtype(), n);
+      const std::pair<ncclDataType_t, size_t> how = moved(t.dtype(), n);
+      const ncclDataType_t type = how.first;
+      const size_t count = how.second;
       run("broadcast", "ncclBroadcast", [&](const Api& a, ncclComm_t c, cudaStream_t st) {
         return a.ncclBroadcast(d.s->at(d.first), out->at(0), count, type, static_cast<int>(root), c, st);
       });
@@ -350,6 +355,7 @@ std::vector<std::shared_ptr<Comm>> create_group(const std::vector<Device>& devic
     throw Error(ErrorKind::InvalidArgument, "Comm::create_group: " + std::to_string(n) + " devices");
   const Api& a = nccl();
   std::vector<int> ordinals;
+  ordinals.reserve(n);
   for (const Device& d : devices) ordinals.push_back(static_cast<int>(d.ordinal()));
   std::vector<ncclComm_t> comms(n, nullptr);
   check_nccl(a.ncclCommInitAll(comms.data(), static_cast<int>(n), ordinals.data()), "ncclCommInitAll",
@@ -357,6 +363,7 @@ std::vector<std::shared_ptr<Comm>> create_group(const std::vector<Device>& devic
   auto g = std::make_shared<Group>(n);
   for (size_t r = 0; r < n; ++r) g->slots[r].comm = comms[r];
   std::vector<std::shared_ptr<Comm>> out;
+  out.reserve(n);
   for (size_t r = 0; r < n; ++r) out.push_back(std::make_shared<NcclComm>(g, r, r, n, devices[r]));
   return out;
 }
