@@ -149,10 +149,16 @@ Tensor MoeMlp::forward(const Tensor& xs, bool gelu) const {
   return out.reshape(xs.shape());
 }
 
-Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> layers, Tensor final_norm,
-                 Proj lm_head)
+Decoder::Decoder(DecoderSpec spec, std::variant<Tensor, quantized::QTensor> embeddings,
+                 std::vector<DecoderLayer> layers, Tensor final_norm, Proj lm_head, const Device& device)
     : spec_(std::move(spec)),
       embeddings_(std::move(embeddings)),
+      dev_(device),
+      dtype_(std::holds_alternative<Tensor>(embeddings_) ? std::get<Tensor>(embeddings_).dtype()
+                                                         : DType::F32),
+      vocab_(std::holds_alternative<Tensor>(embeddings_)
+                 ? std::get<Tensor>(embeddings_).dim(0)
+                 : std::get<quantized::QTensor>(embeddings_).shape().dims()[0]),
       layers_(std::move(layers)),
       final_norm_(std::move(final_norm)),
       lm_head_(std::move(lm_head)) {
@@ -160,15 +166,14 @@ Decoder::Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> 
     const auto& f = spec_.inv_freqs[set];
     if (f.size() * 2 != spec_.rotary_dim() || spec_.rotary_dim() > spec_.head_dim)
       throw Error(ErrorKind::Internal, "decoder: rope frequencies do not match the head size");
-    auto [c, s] =
-        compute_tables(f, 0, std::min(spec_.max_seq_len, kTablePositions), embeddings_.device(), mscale(set));
+    auto [c, s] = compute_tables(f, 0, std::min(spec_.max_seq_len, kTablePositions), dev_, mscale(set));
     cos_tables_.push_back(c);
     sin_tables_.push_back(s);
   }
   for (const auto& l : layers_)
     if (l.rope_set >= spec_.inv_freqs.size())
       throw Error(ErrorKind::Internal, "decoder: a layer's rope set does not exist");
-  if (!stack_projections(embeddings_.device())) return;
+  if (!stack_projections(dev_)) return;
   const Proj empty{nn::Linear(Tensor(), std::nullopt), std::nullopt};
   for (auto& l : layers_) {
     if (!l.qkv && (l.qkv = Proj::stack({&l.q, &l.k, &l.v}))) l.q = l.k = l.v = empty;
@@ -190,7 +195,7 @@ std::pair<Tensor, Tensor> Decoder::rope_tables(size_t set, size_t pos, size_t t,
     c = cos_tables_[set].narrow(0, pos, t);
     s = sin_tables_[set].narrow(0, pos, t);
   } else {
-    std::tie(c, s) = compute_tables(spec_.inv_freqs[set], pos, t, embeddings_.device(), mscale(set));
+    std::tie(c, s) = compute_tables(spec_.inv_freqs[set], pos, t, dev_, mscale(set));
   }
   return {c.to_dtype(dtype), s.to_dtype(dtype)};
 }
@@ -297,7 +302,9 @@ Tensor Decoder::logits_of(Tensor x) const {
 
 Tensor Decoder::embed(const Tensor& ids) const {
   Tensor ids_u32 = ids.dtype() == DType::U32 ? ids : ids.to_dtype(DType::U32);
-  Tensor x = embeddings_.embedding(ids_u32);
+  Tensor x = std::holds_alternative<Tensor>(embeddings_)
+                 ? std::get<Tensor>(embeddings_).embedding(ids_u32)
+                 : std::get<quantized::QTensor>(embeddings_).embedding(ids_u32, dev_);
   if (spec_.embed_scale > 0.0) x = x * spec_.embed_scale;
   return x;
 }
@@ -332,7 +339,7 @@ StaticDecode Decoder::start_static_decode(size_t batch, size_t capacity) const {
                     " positions and at least one row)");
   StaticDecode st;
   st.capacity = capacity;
-  const Device& dev = embeddings_.device();
+  const Device& dev = dev_;
   st.pos = Tensor::from_vec(std::vector<uint32_t>{0}, {1}, dev);
   // the model's rope tables where they reach (views), else tables of the whole capacity
   for (size_t set = 0; set < spec_.inv_freqs.size(); ++set) {
@@ -347,8 +354,8 @@ StaticDecode Decoder::start_static_decode(size_t batch, size_t capacity) const {
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Shape kv{batch, spec_.kv_heads, capacity, spec_.head_dim};
-    st.k.push_back(Tensor::zeros(kv, embeddings_.dtype(), dev));
-    st.v.push_back(Tensor::zeros(kv, embeddings_.dtype(), dev));
+    st.k.push_back(Tensor::zeros(kv, dtype_, dev));
+    st.v.push_back(Tensor::zeros(kv, dtype_, dev));
   }
   return st;
 }

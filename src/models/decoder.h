@@ -77,8 +77,10 @@ struct DecoderSpec {
 
 class Decoder {
  public:
-  Decoder(DecoderSpec spec, Tensor embeddings, std::vector<DecoderLayer> layers, Tensor final_norm,
-          Proj lm_head);
+  // embeddings: [vocab, hidden] as a tensor, or kept in its quantization blocks (a GGUF's table in
+  // the machine's memory: only the rows a step looks up are dequantized, on `device`)
+  Decoder(DecoderSpec spec, std::variant<Tensor, quantized::QTensor> embeddings,
+          std::vector<DecoderLayer> layers, Tensor final_norm, Proj lm_head, const Device& device);
   // ids [b, t] at index_pos..; with caches: appended to (index_pos must be their length) and the
   // last position's logits [b, vocab]; without: [b, t, vocab]. Logits f32.
   Tensor forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches) const;
@@ -90,7 +92,7 @@ class Decoder {
   // the factor of rope set `set`'s cos / sin tables (yarn scales the first set only)
   double mscale(size_t set) const { return set == 0 ? spec_.rope_mscale : 1.0; }
   size_t num_layers() const { return layers_.size(); }
-  size_t vocab_size() const { return embeddings_.dim(0); }
+  size_t vocab_size() const { return vocab_; }
 
  private:
   // cos / sin [t, head_dim / 2] of frequency set `set` for positions pos..pos+t-1, in dtype
@@ -117,7 +119,10 @@ class Decoder {
     return spec_.comm ? spec_.comm->all_reduce_sum(partial) : partial;
   }
   DecoderSpec spec_;
-  Tensor embeddings_;
+  std::variant<Tensor, quantized::QTensor> embeddings_;
+  Device dev_;
+  DType dtype_;  // of the activations and the KV cache: the embeddings' (f32 for a quantized table)
+  size_t vocab_;
   std::vector<DecoderLayer> layers_;
   Tensor final_norm_;
   Proj lm_head_;

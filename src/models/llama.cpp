@@ -611,7 +611,7 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg, std::shared_
   spec.attn_softcap = cfg.attn_logit_softcapping;
   spec.final_softcap = cfg.final_logit_softcapping;
   auto impl = std::make_shared<Impl>(
-      Impl{cfg, detail::Decoder(std::move(spec), embed, std::move(layers), final_norm, std::move(head))});
+      Impl{cfg, detail::Decoder(std::move(spec), embed, std::move(layers), final_norm, std::move(head), vb.device())});
   return Llama(std::move(impl));
 }
 

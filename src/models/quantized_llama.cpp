@@ -213,7 +213,15 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   if (!vocab_info || vocab_info->shape.rank() != 2)
     throw Error(ErrorKind::InvalidArgument, "gguf: missing or malformed token_embd.weight");
   const size_t vocab = vocab_info->shape.dims()[0];
-  Tensor embed = dense(ct, "token_embd.weight", Shape{vocab, dim}, device);
+  // the token embeddings: in the machine's memory a quantized table stays in its blocks (a view of the
+  // file; the rows a step looks up are dequantized: llama.cpp's get_rows), on a device of its own
+  // they are dequantized there once
+  std::variant<Tensor, quantized::QTensor> embed;
+  const auto embd_type = vocab_info->ggml_dtype;
+  if (device.memory().shared_with_system && embd_type != quantized::GgmlDType::F32)
+    embed = qtensor(ct, "token_embd.weight", Shape{vocab, dim}, Device::cpu());
+  else
+    embed = dense(ct, "token_embd.weight", Shape{vocab, dim}, device);
   const bool qwen2 = arch == "qwen2", qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
   const bool post_norms = arch == "gemma2" || arch == "gemma3", phi3 = arch == "phi3";
   const size_t experts = meta_u64(ct, p + "expert_count", 4096, 0);
@@ -353,8 +361,10 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
       if (f_cap > 0.0) spec.final_softcap = f_cap;
     }
   }
-  auto impl = std::make_shared<Impl>(
-      Impl{arch, detail::Decoder(std::move(spec), embed, std::move(layers), norm, std::move(head)), {}});
+  auto impl = std::make_shared<Impl>(Impl{
+      arch,
+      detail::Decoder(std::move(spec), std::move(embed), std::move(layers), norm, std::move(head), device),
+      {}});
   impl->caches.reserve(n_layers);
   for (size_t i = 0; i < n_layers; ++i) impl->caches.emplace_back(2, ctx);
   return ModelWeights(std::move(impl));

@@ -227,6 +227,31 @@ Tensor QTensor::dequantize(const Device& device) const {
   return device.is_cpu() ? t : t.to_device(device);
 }
 
+Tensor QTensor::embedding(const Tensor& ids, const Device& device) const {
+  const auto& d = shape_.dims();
+  if (d.size() != 2)
+    throw Error(ErrorKind::InvalidArgument,
+                "QTensor::embedding: a table of rank 2, not " + shape_.to_string());
+  const std::vector<uint32_t> rows =
+      ids.flatten_all().to_dtype(DType::U32).to_device(Device::cpu()).to_vec1<uint32_t>();
+  std::vector<uint8_t> host;  // the blocks of cat_rows, which live on another device only
+  if (bytes_.empty()) host = host_bytes();
+  const uint8_t* src = host.empty() ? bytes_.data() : host.data();
+  const size_t row_bytes = qtensor_bytes(Shape{1, d[1]}, dtype_);
+  auto out = CpuStorage::alloc(DType::F32, rows.size() * d[1]);
+  float* dst = out->data<float>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] >= d[0])
+      throw Error(ErrorKind::IndexOutOfRange, "QTensor::embedding: id " + std::to_string(rows[i]) +
+                                                  " of a table of " + std::to_string(d[0]) + " rows");
+    dequantize_rows(dtype_, src + rows[i] * row_bytes, dst + i * d[1], 1, d[1]);
+  }
+  std::vector<size_t> dims = ids.shape().dims();
+  dims.push_back(d[1]);
+  Tensor t = Tensor::from_storage(std::move(out), Layout::contiguous(Shape(dims)), DType::F32, Device::cpu());
+  return t.to_device(device);
+}
+
 Tensor QTensor::dequantize_f16(const Device& device) const {
   if (Tensor t = dequantize_on_device(device_blocks_, device, shape_, dtype_, DType::F16); t.defined())
     return t;

@@ -268,3 +268,23 @@ TEST(QTensor, NarrowColsTakesWholeBlocksOfEveryRow) {
     EXPECT_THROW(q.narrow_cols(start, k, Device::cpu()), Error);
   }
 }
+
+// A quantized embedding table: the picked rows dequantized (ids of any shape, u32 or i64), the rows
+// the whole table's dequantization has; an id past the table is named.
+TEST(QTensor, EmbeddingDequantizesThePickedRows) {
+  for (GgmlDType dt : {GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::F16}) {
+    const QTensor q = QTensor::quantize(arange_f32(10 * 256, {10, 256}) / 100.0, dt);
+    const Tensor ids = Tensor::from_vec(std::vector<int64_t>{7, 0, 7, 9, 3, 1}, {2, 3}, Device::cpu());
+    const Tensor rows = q.embedding(ids, Device::cpu());
+    EXPECT_EQ(rows.shape(), (Shape{2, 3, 256}));
+    const Tensor want = q.dequantize(Device::cpu()).index_select(ids.flatten_all().to_dtype(DType::U32), 0);
+    EXPECT_EQ(rows.reshape({6, 256}).to_vec2<float>(), want.to_vec2<float>()) << ggml_dtype_name(dt);
+    const Tensor bad = Tensor::from_vec(std::vector<uint32_t>{2, 10}, {2}, Device::cpu());
+    try {
+      (void)q.embedding(bad, Device::cpu());
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("id 10 of a table of 10 rows"), std::string::npos) << e.what();
+    }
+  }
+}

@@ -45,6 +45,10 @@ class QTensor {
   // [experts, n, k] tensor). On the CPU a view of these bytes; elsewhere those rows uploaded.
   QTensor narrow(size_t start, size_t len, const Device& device) const;
   QTensor get(size_t i, const Device& device) const;
+  // Rows of a 2-d QTensor (a token embedding table kept in its blocks) picked by `ids` (u32 or i64, any
+  // shape, on the CPU), dequantized to f32: ids.shape() + [k], on `device`. An id past the rows is
+  // Error(IndexOutOfRange) naming it.
+  Tensor embedding(const Tensor& ids, const Device& device) const;
   // Columns start..start+len of a 2-d QTensor (a row-parallel weight's share), whole blocks: start and
   // len multiples of the type's block size, else Error(InvalidArgument). The rows' parts are copied.
   QTensor narrow_cols(size_t start, size_t len, const Device& device) const;
