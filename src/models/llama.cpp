@@ -610,8 +610,8 @@ Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg, std::shared_
   spec.gelu_mlp = cfg.gelu_mlp;
   spec.attn_softcap = cfg.attn_logit_softcapping;
   spec.final_softcap = cfg.final_logit_softcapping;
-  auto impl = std::make_shared<Impl>(
-      Impl{cfg, detail::Decoder(std::move(spec), embed, std::move(layers), final_norm, std::move(head), vb.device())});
+  auto impl = std::make_shared<Impl>(Impl{cfg, detail::Decoder(std::move(spec), embed, std::move(layers),
+                                                               final_norm, std::move(head), vb.device())});
   return Llama(std::move(impl));
 }
 
