@@ -5,7 +5,9 @@
 // does not. tools/bench_llm_vs_llamacpp.py runs it beside llama.cpp on the same files.
 //
 //   llm_speed MODEL [--pp 512] [--tg 128] [--reps 3] [--threads N] [--device cpu] [--dtype f32]
-//                   [--seed 0]
+//                   [--seed 0] [--tp N]
+// --tp N: tensor-parallel over N ranks (models::load_causal_lm_parallel: N CUDA GPUs from --device's
+// on, or N CPU ranks), with --decode cache.
 // prints one line per test:  BENCH test=pp512 t=512 tok_per_s=MEAN std=STD
 #include <sys/resource.h>
 
@@ -49,7 +51,7 @@ void report(const std::string& test, size_t n, const std::vector<double>& secs) 
 int usage() {
   std::fprintf(stderr,
                "usage: llm_speed MODEL [--pp N] [--tg N] [--reps N] [--threads N] [--device NAME] "
-               "[--dtype f32|f16|bf16] [--seed S] [--decode cache|static|graph]\n");
+               "[--dtype f32|f16|bf16] [--seed S] [--decode cache|static|graph] [--tp N]\n");
   return 2;
 }
 
@@ -58,7 +60,7 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string model_path = argv[1], device_name = "cpu", dtype_name = "f32", decode = "cache";
-  long pp = 512, tg = 128, reps = 3, threads = 0, seed = 0;
+  long pp = 512, tg = 128, reps = 3, threads = 0, seed = 0, tp = 1;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage();
@@ -79,16 +81,24 @@ int main(int argc, char** argv) {
       dtype_name = v;
     else if (a == "--seed")
       seed = std::atol(v);
+    else if (a == "--tp")
+      tp = std::atol(v);
     else
       return usage();
   }
-  if (pp < 0 || tg < 0 || reps < 1 || threads < 0) return usage();
+  if (pp < 0 || tg < 0 || reps < 1 || threads < 0 || tp < 1 || tp > 64 || (tp > 1 && decode != "cache"))
+    return usage();
   try {
     if (threads > 0) candle::set_num_threads(static_cast<size_t>(threads));
     const DType dtype = dtype_name == "f16" ? DType::F16 : dtype_name == "bf16" ? DType::BF16 : DType::F32;
     const auto t_load = Clock::now();
     const candle::Device device = candle::Device::from_name(device_name);
-    auto model = candle::models::load_causal_lm(model_path, device, dtype);
+    std::vector<candle::Device> devices{device};
+    for (long r = 1; r < tp; ++r)
+      devices.push_back(device.kind() == candle::DeviceKind::Cpu
+                            ? device
+                            : candle::Device::open(device.kind(), device.ordinal() + static_cast<size_t>(r)));
+    auto model = candle::models::load_causal_lm_parallel(model_path, devices, dtype);
     std::fprintf(stderr, "llm_speed: %s (%s) loaded in %.2f s, %zu threads\n", model_path.c_str(),
                  model->architecture().c_str(), seconds_since(t_load), candle::get_num_threads());
     std::mt19937 rng(static_cast<uint32_t>(seed));
