@@ -12,3 +12,11 @@ device_build() {
     timeout 300 cmake --build "$b" -j16 --target "$@"; } > "$OUT/build.log" 2>&1 \
     || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
 }
+
+# The generator and zlib arguments device_build configures with, for scripts that configure their
+# own build (with tests): cmake -S . -B DIR $(device_cmake_args) ...
+device_cmake_args() {
+  command -v ninja >/dev/null && printf -- '-G Ninja '
+  [ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && printf -- '-DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1'
+  return 0
+}

@@ -4,18 +4,16 @@
 # to $OUT. The NcclTwoGpus.* tests need two GPUs (nvidia-h100-x2); with one they skip.
 #   source .devdeps/devenv.sh && tools/nccl_device_run.sh [gtest filter, default Nccl*:*Comm*]
 set -uo pipefail
+cd "$(dirname "$0")/.."
+source tools/device_build.sh
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 b=/tmp/build
-gen=""
-command -v ninja >/dev/null && gen="-G Ninja"
-zl=""
-[ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && zl="-DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
 echo "NCCL: $(ldconfig -p | grep -o 'libnccl.so.2 .*' | head -1)"
 env | grep '^NCCL_' | sort
 start=$(date +%s)
-{ cmake -S . -B "$b" $gen $zl -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF && \
+{ cmake -S . -B "$b" $(device_cmake_args) -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF && \
   timeout 480 cmake --build "$b" -j16 --target candle_cuda test_cuda; } \
   > "$OUT/build.log" 2>&1 || { echo "build failed"; grep -E "error|Error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
