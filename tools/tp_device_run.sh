@@ -13,10 +13,9 @@ T0=$SECONDS
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 n=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 [ "$n" -ge 2 ] || { echo "tp_device_run: $n GPU(s): tensor parallelism needs 2"; exit 1; }
+source tools/device_build.sh
 b=/tmp/btp
-gen=""
-command -v ninja >/dev/null && gen="-G Ninja"
-{ cmake -S . -B "$b" $gen -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF -DCANDLE_BUILD_BENCH=ON \
+{ cmake -S . -B "$b" $(device_cmake_args) -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF -DCANDLE_BUILD_BENCH=ON \
     -DCANDLE_BUILD_EXAMPLES=ON && \
   timeout 480 cmake --build "$b" -j"$(nproc)" --target llm_speed candle-make-random-llama test_cuda; } \
   > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }

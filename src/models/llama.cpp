@@ -463,11 +463,7 @@ detail::Proj rows(const Tensor& w, size_t start, size_t n) {
 Llama Llama::load(const nn::VarBuilder& vb, const LlamaConfig& cfg, std::shared_ptr<Comm> comm) {
   const size_t h = cfg.hidden_size, hd = cfg.head_dim, nh = cfg.num_attention_heads,
                nkv = cfg.num_key_value_heads;
-  if (comm && comm->device().to_string() != vb.device().to_string())
-    throw Error(ErrorKind::InvalidArgument, "Llama::load: the communicator's rank is on " +
-                                                comm->device().to_string() + ", the weights on " +
-                                                vb.device().to_string());
-  const detail::TpPlan tp = detail::TpPlan::make(std::move(comm), nh, nkv);
+  const detail::TpPlan tp = detail::TpPlan::make(std::move(comm), nh, nkv, vb.device());
   const bool whole = tp.world == 1;
   // a column-parallel projection: this rank's rows [start, start + n) of its `out` (and of the bias)
   auto col = [&](const nn::VarBuilder& b, size_t in, size_t out, size_t start, size_t n, bool bias) {

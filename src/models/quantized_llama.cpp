@@ -247,11 +247,7 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   };
   // tensor parallelism (tensor_parallel.h): this rank's heads and MLP rows, read on the CPU (a view
   // of the mapped file) and only those placed on the device
-  if (comm && comm->device().to_string() != device.to_string())
-    throw Error(ErrorKind::InvalidArgument, "gguf: the communicator's rank is on " +
-                                                comm->device().to_string() + ", the model on " +
-                                                device.to_string());
-  const detail::TpPlan tp = detail::TpPlan::make(std::move(comm), heads, kv_heads);
+  const detail::TpPlan tp = detail::TpPlan::make(std::move(comm), heads, kv_heads, device);
   const auto [f0, fn] = experts ? std::pair<size_t, size_t>{0, ffn} : tp.share(ffn, "feed_forward_length");
   auto col = [&](const std::string& name, const Shape& full, size_t start, size_t n, bool bias) {
     if (tp.world == 1) return proj(ct, name, full, device, bias);

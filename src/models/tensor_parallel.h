@@ -20,10 +20,14 @@ struct TpPlan {
   size_t q_head0 = 0, kv_head0 = 0;  // its first q and kv heads
   std::shared_ptr<Comm> comm;
 
-  // The plan of comm's rank (nullptr: one rank) for `heads` query and `kv_heads` key/value heads.
-  // The query heads must divide evenly; the kv heads too, or (fewer kv heads than ranks) each kv
-  // head is repeated on the ranks of its query heads.
-  static TpPlan make(std::shared_ptr<Comm> comm, size_t heads, size_t kv_heads) {
+  // The plan of comm's rank (nullptr: one rank) for `heads` query and `kv_heads` key/value heads of a
+  // model loaded on `device` (comm's). The query heads must divide evenly; the kv heads too, or
+  // (fewer kv heads than ranks) each kv head is repeated on the ranks of its query heads.
+  static TpPlan make(std::shared_ptr<Comm> comm, size_t heads, size_t kv_heads, const Device& device) {
+    if (comm && !(comm->device() == device))
+      throw Error(ErrorKind::InvalidArgument, "tensor parallelism: the communicator's rank is on " +
+                                                  comm->device().to_string() + ", the model on " +
+                                                  device.to_string());
     TpPlan p;
     p.comm = std::move(comm);
     p.world = p.comm ? p.comm->world_size() : 1;

@@ -223,7 +223,7 @@ Tensor VarBuilder::get_narrow(const Shape& full, const std::string& name, size_t
                                               ", got: " + t.shape().to_string());
   Tensor part = t.narrow(static_cast<int64_t>(dim), start, len);
   part = part.contiguous();  // on the CPU: only the part is copied
-  return convert(part, dtype_, device_).contiguous();
+  return convert(part, dtype_, device_);
 }
 
 Tensor VarBuilder::get_unchecked(const std::string& name) const { return get_unchecked_dtype(name, dtype_); }

@@ -173,7 +173,7 @@ QTensor QTensor::narrow_cols(size_t start, size_t len, const Device& device) con
                                                 std::to_string(start + len) + " split the " +
                                                 std::string(ggml_dtype_name(dtype_)) + " blocks of " +
                                                 std::to_string(bs) + " elements");
-  const size_t row = qtensor_bytes(Shape{1, d[1]}, dtype_), per = row / (d[1] / bs);
+  const size_t row = qtensor_bytes(Shape{1, d[1]}, dtype_), per = ggml_type_size(dtype_);
   const std::vector<uint8_t> staged = bytes_.empty() ? host_bytes() : std::vector<uint8_t>();
   const std::span<const uint8_t> src = bytes_.empty() ? std::span<const uint8_t>(staged) : bytes_;
   auto out = std::make_shared<std::vector<uint8_t>>(d[0] * (len / bs) * per);
