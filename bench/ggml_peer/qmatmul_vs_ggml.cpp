@@ -5,7 +5,9 @@
 // of ggml's public C API that this needs are declared here (no headers are shipped).
 //
 //   qmatmul_vs_ggml --lib-dir DIR [--threads N] [--rounds R] [--types q4_0,q8_0] [--shapes 4096x4096]
-//                   [--m 1,128,512]
+//                   [--m 1,128,512] [--packed 1]
+// --packed 1 (the default, what QMatMul::from_arc_repacked and the GGUF models use): the types with a
+// packed layout (qmm_pack: Q4_0, Q8_0) run packed ("+packed" after the kernel name); 0: the plain blocks.
 // prints one line per (type, n, k, m): the median seconds per call of each (R rounds of about
 // 0.15 s each, taken alternately), the weights' GB/s, the ratio (ours / ggml throughput) and the
 // largest difference between the two outputs relative to the output's largest magnitude.
@@ -174,7 +176,7 @@ double memcpy_gbps() {
 int main(int argc, char** argv) {
   std::string lib_dir, types = "q4_0,q8_0,q4_K,q6_K,iq4_xs", shapes = "4096x4096,11008x4096,4096x11008",
                        ms = "1,128,512";
-  int threads = 2, rounds = 5;
+  int threads = 2, rounds = 5, packed_opt = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--lib-dir")
@@ -189,6 +191,8 @@ int main(int argc, char** argv) {
       shapes = v;
     else if (a == "--m")
       ms = v;
+    else if (a == "--packed")
+      packed_opt = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -246,8 +250,17 @@ int main(int argc, char** argv) {
         plan.work_data = work.data();
         std::vector<float> ours(m * n);
         const void* wdata = g.get_data(W);
+        const auto isa = candle::quantized::qmm_isa();
+        const bool packed = packed_opt != 0 && candle::quantized::qmm_packable(*t, n, k, isa);
+        std::vector<uint8_t> wpacked(packed ? wbytes : 0);
+        if (packed) candle::quantized::qmm_pack(*t, wdata, n, k, wpacked.data());
         auto run_ggml = [&] { g.graph_compute(gf, &plan); };
-        auto run_ours = [&] { candle::quantized::qmatmul_cpu(*t, wdata, n, k, xd, m, ours.data()); };
+        auto run_ours = [&] {
+          if (packed)
+            candle::quantized::qmatmul_cpu_packed(*t, wpacked.data(), n, k, xd, m, ours.data(), isa);
+          else
+            candle::quantized::qmatmul_cpu(*t, wdata, n, k, xd, m, ours.data());
+        };
         run_ggml();
         run_ours();
         const float* yd = static_cast<const float*>(g.get_data(Y));
@@ -264,9 +277,9 @@ int main(int argc, char** argv) {
           to.push_back(seconds_per_call(run_ours, 0.15));
         }
         const double sg = median(tg), so = median(to);
-        std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s\n", tn.c_str(), n, k,
+        std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s%s\n", tn.c_str(), n, k,
                     m, so * 1e3, sg * 1e3, wbytes / so / 1e9, wbytes / sg / 1e9, sg / so, maxdiff / maxabs,
-                    candle::quantized::qmatmul_cpu_kernel_name(*t));
+                    candle::quantized::qmatmul_cpu_kernel_name(*t), packed ? "+packed" : "");
         std::fflush(stdout);
         g.free(ctx);
       }

@@ -3,7 +3,10 @@
 #include "candle/models/quantized_llama.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "candle/io/json_limits.h"
@@ -78,15 +81,33 @@ Tensor dense(const gg::Content& ct, const std::string& name, const Shape& shape,
   return qtensor(ct, name, shape, dev).dequantize(dev);
 }
 
-detail::Proj proj(const gg::Content& ct, const std::string& name, const Shape& shape, const Device& dev,
-                  bool bias = false) {
-  detail::Proj p{quantized::QMatMul::from_qtensor(qtensor(ct, name + ".weight", shape, dev)), std::nullopt};
-  if (bias) p.bias = dense(ct, name + ".bias", Shape{shape.dims()[0]}, dev);
-  return p;
+// A projection of blocks that stay where they are (a copy made for this rank), or, with `repacked`
+// (blocks viewed in the mapped file), repacked for the CPU's kernels where they have a packed
+// layout (QMatMul::from_arc_repacked: forward reads only the copy).
+detail::Proj proj_of(const quantized::QTensor& w, bool repacked = false) {
+  auto arc = std::make_shared<const quantized::QTensor>(w);
+  return {repacked ? quantized::QMatMul::from_arc_repacked(std::move(arc))
+                   : quantized::QMatMul::from_arc(std::move(arc)),
+          std::nullopt};
 }
 
-detail::Proj proj_of(const quantized::QTensor& w) {
-  return {quantized::QMatMul::from_qtensor(w), std::nullopt};
+// The file's pages of tensor `name` dropped from memory once its projections read a repacked copy
+// (they come back from the file if anything reads the blocks again)
+void release_if_repacked(const gg::Content& ct, const std::string& name,
+                         std::initializer_list<const detail::Proj*> ps) {
+  for (const detail::Proj* p : ps) {
+    const auto* q = std::get_if<quantized::QMatMul>(&p->w);
+    if (!q || !q->repacked()) return;
+  }
+  ct.release(name);
+}
+
+detail::Proj proj(const gg::Content& ct, const std::string& name, const Shape& shape, const Device& dev,
+                  bool bias = false) {
+  detail::Proj p = proj_of(qtensor(ct, name + ".weight", shape, dev), true);
+  release_if_repacked(ct, name + ".weight", {&p});
+  if (bias) p.bias = dense(ct, name + ".bias", Shape{shape.dims()[0]}, dev);
+  return p;
 }
 
 // An MoE layer: the router ffn_gate_inp [experts, dim] and the experts stored as one tensor each,
@@ -102,14 +123,19 @@ detail::MoeMlp moe_layer(const gg::Content& ct, const std::string& b, size_t exp
   const auto [m0, mn] = tp.share(ffn, "expert_feed_forward_length");
   for (size_t e = 0; e < experts; ++e) {
     if (tp.world == 1) {
-      m.gate.push_back(proj_of(g.get(e, dev)));
-      m.up.push_back(proj_of(u.get(e, dev)));
-      m.down.push_back(proj_of(d.get(e, dev)));
+      m.gate.push_back(proj_of(g.get(e, dev), true));
+      m.up.push_back(proj_of(u.get(e, dev), true));
+      m.down.push_back(proj_of(d.get(e, dev), true));
     } else {  // this rank's intermediate rows: gate / up rows, down columns
-      m.gate.push_back(proj_of(g.get(e, cpu).narrow(m0, mn, dev)));
-      m.up.push_back(proj_of(u.get(e, cpu).narrow(m0, mn, dev)));
+      m.gate.push_back(proj_of(g.get(e, cpu).narrow(m0, mn, dev), true));
+      m.up.push_back(proj_of(u.get(e, cpu).narrow(m0, mn, dev), true));
       m.down.push_back(proj_of(d.get(e, cpu).narrow_cols(m0, mn, dev)));
     }
+  }
+  if (experts > 0) {  // (every expert of a tensor has the same shape and type: packed alike)
+    release_if_repacked(ct, b + "ffn_gate_exps.weight", {&m.gate[0]});
+    release_if_repacked(ct, b + "ffn_up_exps.weight", {&m.up[0]});
+    release_if_repacked(ct, b + "ffn_down_exps.weight", {&m.down[0]});
   }
   return m;
 }
@@ -251,7 +277,9 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   const auto [f0, fn] = experts ? std::pair<size_t, size_t>{0, ffn} : tp.share(ffn, "feed_forward_length");
   auto col = [&](const std::string& name, const Shape& full, size_t start, size_t n, bool bias) {
     if (tp.world == 1) return proj(ct, name, full, device, bias);
-    detail::Proj pr = proj_of(qtensor(ct, name + ".weight", full, Device::cpu()).narrow(start, n, device));
+    detail::Proj pr =
+        proj_of(qtensor(ct, name + ".weight", full, Device::cpu()).narrow(start, n, device), true);
+    release_if_repacked(ct, name + ".weight", {&pr});
     if (bias)
       pr.bias = dense(ct, name + ".bias", Shape{full.dims()[0]}, Device::cpu())
                     .narrow(0, start, n)
@@ -274,12 +302,14 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
       // fused projections: attn_qkv rows are q, k, v; ffn_up rows are gate, up
       const quantized::QTensor qkv =
           qtensor(ct, b + "attn_qkv.weight", Shape{(heads + 2 * kv_heads) * hd, dim}, Device::cpu());
-      q = proj_of(qkv.narrow(tp.q_head0 * hd, tp.heads * hd, device));
-      k = proj_of(qkv.narrow((heads + tp.kv_head0) * hd, tp.kv_heads * hd, device));
-      v = proj_of(qkv.narrow((heads + kv_heads + tp.kv_head0) * hd, tp.kv_heads * hd, device));
+      q = proj_of(qkv.narrow(tp.q_head0 * hd, tp.heads * hd, device), true);
+      k = proj_of(qkv.narrow((heads + tp.kv_head0) * hd, tp.kv_heads * hd, device), true);
+      v = proj_of(qkv.narrow((heads + kv_heads + tp.kv_head0) * hd, tp.kv_heads * hd, device), true);
+      release_if_repacked(ct, b + "attn_qkv.weight", {&*q, &*k, &*v});
       const quantized::QTensor gu = qtensor(ct, b + "ffn_up.weight", Shape{2 * ffn, dim}, Device::cpu());
-      gate = proj_of(gu.narrow(f0, fn, device));
-      up = proj_of(gu.narrow(ffn + f0, fn, device));
+      gate = proj_of(gu.narrow(f0, fn, device), true);
+      up = proj_of(gu.narrow(ffn + f0, fn, device), true);
+      release_if_repacked(ct, b + "ffn_up.weight", {&*gate, &*up});
     } else {
       q = col(b + "attn_q", Shape{heads * hd, dim}, tp.q_head0 * hd, tp.heads * hd, qwen2);
       k = col(b + "attn_k", Shape{kv_heads * hd, dim}, tp.kv_head0 * hd, tp.kv_heads * hd, qwen2);

@@ -2,6 +2,8 @@
 // (qmatmul_cpu.h); on another device it is the backend's qmatmul over the blocks uploaded there
 // (QTensor::device_data()), and devices without a kernel for the type dequantize the weight and
 // multiply there (counted in backend_stats() as "qmatmul_dequantize").
+#include <cstdlib>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -18,7 +20,7 @@ namespace {
 // the matmul as candle's QTensor custom op: the input (..., k) f32, the result (..., n) f32
 class QMatMulOp final : public CustomOp1 {
  public:
-  explicit QMatMulOp(const QTensor& w) : w_(w) {}
+  QMatMulOp(const QTensor& w, const uint8_t* packed) : w_(w), packed_(packed) {}
   std::string name() const override { return "qmatmul"; }
   CpuOpResult cpu_fwd(const CpuStorage& s, const Layout& l) const override {
     const auto& wd = w_.shape().dims();
@@ -33,8 +35,12 @@ class QMatMulOp final : public CustomOp1 {
       throw Error(ErrorKind::Internal, "qmatmul: the input must be contiguous f32 here");
     size_t m = l.shape().elem_count() / k;
     auto out = CpuStorage::alloc(DType::F32, m * n);
-    qmatmul_cpu(w_.dtype(), w_.data().data(), n, k, s.data<float>() + l.start_offset(), m,
-                out->data<float>());
+    if (packed_)
+      qmatmul_cpu_packed(w_.dtype(), packed_, n, k, s.data<float>() + l.start_offset(), m, out->data<float>(),
+                         qmm_isa());
+    else
+      qmatmul_cpu(w_.dtype(), w_.data().data(), n, k, s.data<float>() + l.start_offset(), m,
+                  out->data<float>());
     std::vector<size_t> od(xd.begin(), xd.end() - 1);  // (xd is not empty: checked above)
     od.push_back(n);
     return {out, Shape(od)};
@@ -42,6 +48,7 @@ class QMatMulOp final : public CustomOp1 {
 
  private:
   const QTensor& w_;
+  const uint8_t* packed_;
 };
 
 }  // namespace
@@ -61,6 +68,25 @@ QMatMul QMatMul::from_arc(std::shared_ptr<const QTensor> w) {
     q.w_ = std::move(w);
   else
     q.w_ = w->dequantize(w->device());
+  return q;
+}
+
+QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w) {
+  QMatMul q = from_arc(w);
+  static const bool enabled = [] {
+    const char* e = std::getenv("CANDLE_QMM_REPACK");
+    return !(e && std::string(e) == "0");
+  }();
+  if (!enabled || !q.qtensor() || !w->device().is_cpu() || w->data().empty()) return q;
+  const size_t n = w->shape().dims()[0], k = w->shape().dims()[1];
+  if (!qmm_packable(w->dtype(), n, k, qmm_isa())) return q;
+  const size_t bytes = w->data().size();
+  // 64-byte aligned (a cache line per packed block run); the size rounded up as aligned_alloc needs
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  q.packed_ = std::shared_ptr<const uint8_t>(static_cast<const uint8_t*>(p),
+                                             [](const uint8_t* b) { std::free(const_cast<uint8_t*>(b)); });
+  qmm_pack(w->dtype(), w->data().data(), n, k, p);
   return q;
 }
 
@@ -122,7 +148,7 @@ Tensor QMatMul::forward(const Tensor& x) const {
     return x.broadcast_matmul(w.dequantize(x.device()).to_dtype(x.dtype()).t());
   }
   Tensor xf = x.to_dtype(DType::F32).contiguous();
-  Tensor y = xf.apply_op1_no_bwd(QMatMulOp(w));
+  Tensor y = xf.apply_op1_no_bwd(QMatMulOp(w, packed_.get()));
   return x.dtype() == DType::F32 ? y : y.to_dtype(x.dtype());
 }
 

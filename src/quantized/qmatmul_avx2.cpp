@@ -18,7 +18,9 @@ namespace avx2 {
 #define QMM_VNNI 0
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
+#define QMM_PACKED_C 2
 #include "quantized/qmatmul_simd.inc"
+#undef QMM_PACKED_C
 #undef QMM_TARGET
 #undef QMM_VNNI
 #undef QMM_PREFILL_R
@@ -30,7 +32,9 @@ namespace avxvnni {
 #define QMM_VNNI 2
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
+#define QMM_PACKED_C 2
 #include "quantized/qmatmul_simd.inc"
+#undef QMM_PACKED_C
 #undef QMM_TARGET
 #undef QMM_VNNI
 #undef QMM_PREFILL_R
@@ -56,6 +60,9 @@ bool use_avxvnni() {
 KernelFn avx2_kernel(GgmlDType t) {
   return use_avxvnni() ? avxvnni::qmm_kernel_table(t) : avx2::qmm_kernel_table(t);
 }
+KernelFn avx2_packed_kernel(GgmlDType t) {
+  return use_avxvnni() ? avxvnni::qmm_packed_kernel_table(t) : avx2::qmm_packed_kernel_table(t);
+}
 const char* avx2_variant_name() { return use_avxvnni() ? "avx2-vnni" : "avx2"; }
 
 }  // namespace candle::quantized::qmm
@@ -63,6 +70,7 @@ const char* avx2_variant_name() { return use_avxvnni() ? "avx2-vnni" : "avx2"; }
 #else
 namespace candle::quantized::qmm {
 KernelFn avx2_kernel(GgmlDType) { return nullptr; }
+KernelFn avx2_packed_kernel(GgmlDType) { return nullptr; }
 const char* avx2_variant_name() { return "none"; }
 }  // namespace candle::quantized::qmm
 #endif

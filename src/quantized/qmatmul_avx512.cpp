@@ -18,7 +18,9 @@ namespace avx512 {
 #define QMM_VNNI 1
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
+#define QMM_PACKED_C 4
 #include "quantized/qmatmul_simd.inc"
+#undef QMM_PACKED_C
 
 // IQ4_XS with m > 1 (Acts::qs_lanes set): R weight rows x 8 activation rows per tile (R = 4: each
 // activation load serves 4 rows; with one, the loads from L2 bounded it at 0.6-0.9x llama.cpp). The
@@ -103,6 +105,8 @@ KernelFn avx512_kernel(GgmlDType t) {
   return t == GgmlDType::IQ4_XS ? avx512::iq4xs_rows : avx512::qmm_kernel_table(t);
 }
 
+KernelFn avx512_packed_kernel(GgmlDType t) { return avx512::qmm_packed_kernel_table(t); }
+
 const int* avx512_lane_offsets(GgmlDType t, size_t m) {
   static constexpr int kIq4xs[4] = {0, 16, 8, 24};
   if (t == GgmlDType::IQ4_XS && m > 1) return kIq4xs;
@@ -114,6 +118,7 @@ const int* avx512_lane_offsets(GgmlDType t, size_t m) {
 #else
 namespace candle::quantized::qmm {
 KernelFn avx512_kernel(GgmlDType) { return nullptr; }
+KernelFn avx512_packed_kernel(GgmlDType) { return nullptr; }
 const int* avx512_lane_offsets(GgmlDType, size_t) { return nullptr; }
 }  // namespace candle::quantized::qmm
 #endif

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -344,29 +345,12 @@ QmmIsa qmm_isa() {
   return c.isa;
 }
 
-void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
-                 QmmIsa isa) {
-  if (!qmm_isa_supported(isa))
-    throw Error(ErrorKind::InvalidArgument, std::string("qmatmul: this CPU lacks ") + qmm_isa_name(isa));
-  const bool is_float = t == GgmlDType::F32 || t == GgmlDType::F16 || t == GgmlDType::BF16;
-  qmm::KernelFn fn = is_float ? nullptr : kernel_for(t, isa);
-  if (!is_float && !fn)
-    throw Error(ErrorKind::UnsupportedOp, "qmatmul: " + std::string(ggml_dtype_name(t)) +
-                                              " is not a weight type of the quantized matmul");
+namespace {
+
+// The activations quantized, then fn over every weight row on the threads.
+void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m,
+              float* y, QmmIsa isa) {
   const size_t bs = ggml_block_size(t);
-  if (k % bs != 0)
-    throw Error(ErrorKind::InvalidArgument, "qmatmul: k = " + std::to_string(k) + " is not a multiple of " +
-                                                std::string(ggml_dtype_name(t)) + "'s block size " +
-                                                std::to_string(bs));
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::fill(y, y + m * n, 0.f);
-    return;
-  }
-  if (is_float) {
-    float_matmul(t, w, n, k, x, m, y);
-    return;
-  }
   ActBuffer buf;
   quantize_acts(x, m, k, bs == 256 ? 256 : 32, buf, isa != QmmIsa::Scalar);
   if (isa == QmmIsa::Avx512)
@@ -391,6 +375,83 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
     rows(0, units);
   else
     cpu::parallel_for_dynamic(units, grain, rows);
+}
+
+}  // namespace
+
+void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
+                 QmmIsa isa) {
+  if (!qmm_isa_supported(isa))
+    throw Error(ErrorKind::InvalidArgument, std::string("qmatmul: this CPU lacks ") + qmm_isa_name(isa));
+  const bool is_float = t == GgmlDType::F32 || t == GgmlDType::F16 || t == GgmlDType::BF16;
+  qmm::KernelFn fn = is_float ? nullptr : kernel_for(t, isa);
+  if (!is_float && !fn)
+    throw Error(ErrorKind::UnsupportedOp, "qmatmul: " + std::string(ggml_dtype_name(t)) +
+                                              " is not a weight type of the quantized matmul");
+  const size_t bs = ggml_block_size(t);
+  if (k % bs != 0)
+    throw Error(ErrorKind::InvalidArgument, "qmatmul: k = " + std::to_string(k) + " is not a multiple of " +
+                                                std::string(ggml_dtype_name(t)) + "'s block size " +
+                                                std::to_string(bs));
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(y, y + m * n, 0.f);
+    return;
+  }
+  if (is_float) {
+    float_matmul(t, w, n, k, x, m, y);
+    return;
+  }
+  run_rows(fn, t, w, n, k, x, m, y, isa);
+}
+
+qmm::KernelFn packed_kernel_for(GgmlDType t, QmmIsa isa) {
+  switch (isa) {
+    case QmmIsa::Avx512: return qmm::avx512_packed_kernel(t);
+    case QmmIsa::Avx2: return qmm::avx2_packed_kernel(t);
+    default: return nullptr;
+  }
+}
+
+bool qmm_packable(GgmlDType t, size_t n, size_t k, QmmIsa isa) {
+  return qmm_isa_supported(isa) && packed_kernel_for(t, isa) && n % qmm::kPackRows == 0 && n > 0 &&
+         k % ggml_block_size(t) == 0 && k > 0;
+}
+
+void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
+  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0)
+    throw Error(ErrorKind::UnsupportedOp,
+                "qmm_pack: " + std::string(ggml_dtype_name(t)) + " has no packed layout");
+  constexpr size_t R = qmm::kPackRows;
+  if (n % R != 0 || k % 32 != 0)
+    throw Error(ErrorKind::InvalidArgument,
+                "qmm_pack: " + std::to_string(n) + " x " + std::to_string(k) +
+                    " is not a whole number of 16-row groups of 32-element blocks");
+  const size_t block = ggml_type_size(t), nb = k / 32, quads = (block - 2) / 4, row_bytes = nb * block;
+  const auto* src = static_cast<const uint8_t*>(w);
+  auto* dst = static_cast<uint8_t*>(out);
+  cpu::parallel_for(n / R, 1, [&](size_t g0, size_t g1) {
+    for (size_t g = g0; g < g1; ++g)
+      for (size_t b = 0; b < nb; ++b) {
+        uint8_t* o = dst + g * R * row_bytes + b * R * block;
+        for (size_t r = 0; r < R; ++r) {
+          const uint8_t* blk = src + (g * R + r) * row_bytes + b * block;
+          std::memcpy(o + 2 * r, blk, 2);
+          for (size_t j = 0; j < quads; ++j) std::memcpy(o + 2 * R + (j * R + r) * 4, blk + 2 + 4 * j, 4);
+        }
+      }
+  });
+}
+
+void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, const float* x, size_t m,
+                        float* y, QmmIsa isa) {
+  if (!qmm_packable(t, n, k, isa))
+    throw Error(ErrorKind::InvalidArgument, "qmatmul: no packed " + std::string(qmm_isa_name(isa)) +
+                                                " kernel for " + std::string(ggml_dtype_name(t)) + " " +
+                                                std::to_string(n) + " x " + std::to_string(k) +
+                                                " on this CPU");
+  if (m == 0) return;
+  run_rows(packed_kernel_for(t, isa), t, packed, n, k, x, m, y, isa);
 }
 
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {

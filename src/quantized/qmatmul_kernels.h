@@ -233,6 +233,10 @@ KernelFn avx512_kernel(GgmlDType t);
 // the offsets o of lanes_by_group that avx512_kernel(t) reads for m activation rows, or nullptr
 // where it reads none
 const int* avx512_lane_offsets(GgmlDType t, size_t m);
+// The kernels over weights in qmm_pack's layout (qmatmul_cpu.h): kPackRows rows side by side
+constexpr size_t kPackRows = 16;
+KernelFn avx2_packed_kernel(GgmlDType t);
+KernelFn avx512_packed_kernel(GgmlDType t);
 // "avx2", or "avx2-vnni" where the CPU has AVX-VNNI (the same bits: the integer sums are exact)
 const char* avx2_variant_name();
 

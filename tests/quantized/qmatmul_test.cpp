@@ -3,6 +3,7 @@
 // independence of the thread count and of m.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -350,6 +351,76 @@ TEST(QMatMulCpuErrors, IsaTheCpuLacks) {
   std::vector<uint8_t> w(4096);
   std::vector<float> x(256), y(4);
   EXPECT_THROW(qmatmul_cpu(GgmlDType::Q4K, w.data(), 1, 256, x.data(), 1, y.data(), QmmIsa::Avx512),
+               candle::Error);
+}
+
+// The packed layout (qmm_pack) gives the plain kernels' bits: every SIMD ISA here, decode and
+// batches (tiles cut at the edges of m), several threads, activations with zeros / NaN / inf
+TEST(QMatMulCpuPacked, GivesThePlainBits) {
+  ThreadCount keep;
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0})
+    for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{16, 32, 1},
+                           {48, 512, 1},
+                           {32, 512, 7},
+                           {64, 1024, 19},
+                           {160, 768, 5},
+                           {2048, 64, 3}}) {
+      auto w = random_weights(t, n, k, 41);
+      auto x = random_floats(m * k, 42);
+      x[3] = 0.f;
+      if (m > 1) {
+        for (size_t i = k; i < k + 32; ++i) x[i] = 0.f;
+        x[k + 40] = std::numeric_limits<float>::infinity();
+      }
+      if (m > 2) x[2 * k + 5] = std::numeric_limits<float>::quiet_NaN();
+      auto ref = run(t, w.data(), n, k, x, m, QmmIsa::Scalar);
+      std::vector<uint8_t> packed(w.size());
+      qmm_pack(t, w.data(), n, k, packed.data());
+      bool any = false;
+      for (QmmIsa isa : isas_here()) {
+        if (!qmm_packable(t, n, k, isa)) continue;
+        any = true;
+        for (size_t th : {1, 2, 3}) {
+          candle::set_num_threads(th);
+          std::vector<float> y(m * n, -1.f);
+          qmatmul_cpu_packed(t, packed.data(), n, k, x.data(), m, y.data(), isa);
+          EXPECT_TRUE(same_bits(y, ref)) << ggml_dtype_name(t) << " " << qmm_isa_name(isa) << " n=" << n
+                                         << " k=" << k << " m=" << m << " threads=" << th;
+        }
+      }
+      if (!qmm_isa_supported(QmmIsa::Avx2)) continue;
+      EXPECT_TRUE(any) << ggml_dtype_name(t) << " has no packed kernel on this AVX2 CPU";
+    }
+}
+
+// packing moves bytes and nothing else: the same multiset of bytes, and a different order
+TEST(QMatMulCpuPacked, PackIsAPermutation) {
+  const size_t n = 32, k = 64;
+  auto w = random_weights(GgmlDType::Q4_0, n, k, 5);
+  std::vector<uint8_t> p(w.size());
+  qmm_pack(GgmlDType::Q4_0, w.data(), n, k, p.data());
+  EXPECT_NE(p, w);
+  // row 1's scale of block 0 is at bytes 2..3 of the first group's block; its first 4 quants after
+  // the 16 scales and row 0's 4 quants
+  EXPECT_EQ(std::memcmp(p.data() + 2, w.data() + ggml_row_bytes(GgmlDType::Q4_0, k), 2), 0);
+  EXPECT_EQ(std::memcmp(p.data() + 32 + 4, w.data() + ggml_row_bytes(GgmlDType::Q4_0, k) + 2, 4), 0);
+  std::sort(p.begin(), p.end());
+  std::sort(w.begin(), w.end());
+  EXPECT_EQ(p, w);
+}
+
+TEST(QMatMulCpuPacked, ShapesAndTypesWithoutALayoutAreRefused) {
+  for (QmmIsa isa : isas_here()) {
+    EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 17, 64, isa));
+    EXPECT_FALSE(qmm_packable(GgmlDType::Q4K, 16, 256, isa));
+    EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 0, 64, isa));
+  }
+  EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 16, 64, QmmIsa::Scalar));
+  std::vector<uint8_t> w(ggml_row_bytes(GgmlDType::Q4_0, 64) * 17);
+  std::vector<float> x(64), y(17);
+  EXPECT_THROW(qmm_pack(GgmlDType::Q4_0, w.data(), 17, 64, w.data()), candle::Error);
+  EXPECT_THROW(qmm_pack(GgmlDType::Q6K, w.data(), 16, 256, w.data()), candle::Error);
+  EXPECT_THROW(qmatmul_cpu_packed(GgmlDType::Q4_0, w.data(), 17, 64, x.data(), 1, y.data(), qmm_isa()),
                candle::Error);
 }
 
