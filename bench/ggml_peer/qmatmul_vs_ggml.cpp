@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
         const void* wdata = g.get_data(W);
         const auto isa = candle::quantized::qmm_isa();
         const bool packed = packed_opt != 0 && candle::quantized::qmm_packable(*t, n, k, isa);
-        std::vector<uint8_t> wpacked(packed ? wbytes : 0);
+        std::vector<uint8_t> wpacked(packed ? candle::quantized::qmm_packed_row_bytes(*t, k) * n : 0);
         if (packed) candle::quantized::qmm_pack(*t, wdata, n, k, wpacked.data());
         auto run_ggml = [&] { g.graph_compute(gf, &plan); };
         auto run_ours = [&] {

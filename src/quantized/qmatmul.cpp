@@ -80,7 +80,7 @@ QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w) {
   if (!enabled || !q.qtensor() || !w->device().is_cpu() || w->data().empty()) return q;
   const size_t n = w->shape().dims()[0], k = w->shape().dims()[1];
   if (!qmm_packable(w->dtype(), n, k, qmm_isa())) return q;
-  const size_t bytes = w->data().size();
+  const size_t bytes = qmm_packed_row_bytes(w->dtype(), k) * n;
   // 64-byte aligned (a cache line per packed block run); the size rounded up as aligned_alloc needs
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) throw std::bad_alloc();

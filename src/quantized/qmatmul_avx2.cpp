@@ -19,8 +19,10 @@ namespace avx2 {
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
 #define QMM_PACKED_C 2
+#define QMM_PACKED_C_K 1
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_PACKED_C
+#undef QMM_PACKED_C_K
 #undef QMM_TARGET
 #undef QMM_VNNI
 #undef QMM_PREFILL_R
@@ -33,8 +35,10 @@ namespace avxvnni {
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
 #define QMM_PACKED_C 2
+#define QMM_PACKED_C_K 1
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_PACKED_C
+#undef QMM_PACKED_C_K
 #undef QMM_TARGET
 #undef QMM_VNNI
 #undef QMM_PREFILL_R

@@ -19,8 +19,10 @@ namespace avx512 {
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
 #define QMM_PACKED_C 4
+#define QMM_PACKED_C_K 2
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_PACKED_C
+#undef QMM_PACKED_C_K
 
 // IQ4_XS with m > 1 (Acts::qs_lanes set): R weight rows x 8 activation rows per tile (R = 4: each
 // activation load serves 4 rows; with one, the loads from L2 bounded it at 0.6-0.9x llama.cpp). The

@@ -348,14 +348,14 @@ QmmIsa qmm_isa() {
 namespace {
 
 // The activations quantized, then fn over every weight row on the threads.
-void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m,
-              float* y, QmmIsa isa) {
+// row_bytes: the bytes of one weight row (a packed group of 16 rows is 16 times that)
+void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t row_bytes, size_t n, size_t k,
+              const float* x, size_t m, float* y, QmmIsa isa) {
   const size_t bs = ggml_block_size(t);
   ActBuffer buf;
   quantize_acts(x, m, k, bs == 256 ? 256 : 32, buf, isa != QmmIsa::Scalar);
   if (isa == QmmIsa::Avx512)
     if (const int* o = qmm::avx512_lane_offsets(t, m)) add_lanes(buf, o);
-  const size_t row_bytes = ggml_row_bytes(t, k);
   const auto* wb = static_cast<const uint8_t*>(w);
   // chunks of weights taken by the threads as they free up (every output is one kernel call's, so
   // the bits do not depend on who computes it): about 512 KiB for a decode (long runs of tiles, each
@@ -402,7 +402,7 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
     float_matmul(t, w, n, k, x, m, y);
     return;
   }
-  run_rows(fn, t, w, n, k, x, m, y, isa);
+  run_rows(fn, t, w, ggml_row_bytes(t, k), n, k, x, m, y, isa);
 }
 
 qmm::KernelFn packed_kernel_for(GgmlDType t, QmmIsa isa) {
@@ -418,31 +418,6 @@ bool qmm_packable(GgmlDType t, size_t n, size_t k, QmmIsa isa) {
          k % ggml_block_size(t) == 0 && k > 0;
 }
 
-void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
-  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0)
-    throw Error(ErrorKind::UnsupportedOp,
-                "qmm_pack: " + std::string(ggml_dtype_name(t)) + " has no packed layout");
-  constexpr size_t R = qmm::kPackRows;
-  if (n % R != 0 || k % 32 != 0)
-    throw Error(ErrorKind::InvalidArgument,
-                "qmm_pack: " + std::to_string(n) + " x " + std::to_string(k) +
-                    " is not a whole number of 16-row groups of 32-element blocks");
-  const size_t block = ggml_type_size(t), nb = k / 32, quads = (block - 2) / 4, row_bytes = nb * block;
-  const auto* src = static_cast<const uint8_t*>(w);
-  auto* dst = static_cast<uint8_t*>(out);
-  cpu::parallel_for(n / R, 1, [&](size_t g0, size_t g1) {
-    for (size_t g = g0; g < g1; ++g)
-      for (size_t b = 0; b < nb; ++b) {
-        uint8_t* o = dst + g * R * row_bytes + b * R * block;
-        for (size_t r = 0; r < R; ++r) {
-          const uint8_t* blk = src + (g * R + r) * row_bytes + b * block;
-          std::memcpy(o + 2 * r, blk, 2);
-          for (size_t j = 0; j < quads; ++j) std::memcpy(o + 2 * R + (j * R + r) * 4, blk + 2 + 4 * j, 4);
-        }
-      }
-  });
-}
-
 void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, const float* x, size_t m,
                         float* y, QmmIsa isa) {
   if (!qmm_packable(t, n, k, isa))
@@ -451,7 +426,7 @@ void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, con
                                                 std::to_string(n) + " x " + std::to_string(k) +
                                                 " on this CPU");
   if (m == 0) return;
-  run_rows(packed_kernel_for(t, isa), t, packed, n, k, x, m, y, isa);
+  run_rows(packed_kernel_for(t, isa), t, packed, qmm_packed_row_bytes(t, k), n, k, x, m, y, isa);
 }
 
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {

@@ -36,14 +36,15 @@ QmmIsa qmm_isa();
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
                  QmmIsa isa);
 
-// Packed weights: Q4_0 and Q8_0 rows, kPackRows (16) at a time, rearranged so that a SIMD dot product
-// leaves each row's sum in its own 32-bit lane (no horizontal sums per block). Per group of 16 rows
-// and block b: the 16 rows' f16 scales, then for each 4-byte run j of a block's quants (4 for Q4_0,
-// 8 for Q8_0) run j of the 16 rows. The same size as the plain blocks; the results are
-// qmatmul_cpu's bits (the contract above).
+// Packed weights: rows of Q4_0, Q8_0 and Q4_K, kPackRows (16) at a time, rearranged so that a SIMD
+// dot product leaves each row's sum in its own 32-bit lane (no horizontal sums per block). Per group
+// of 16 rows and (super-)block b, 4-byte runs of the 16 rows side by side (qmatmul_pack.cpp gives
+// each type's order); the results are qmatmul_cpu's bits (the contract above).
 // qmm_packable: t is packable, n a multiple of 16, and isa has packed kernels (AVX2 and up)
 bool qmm_packable(GgmlDType t, size_t n, size_t k, QmmIsa isa);
-// w: n rows of k elements in t's blocks; out: ggml_row_bytes(t, k) * n bytes
+// the bytes of one packed row of k elements (Q4_0, Q8_0: the plain row's; Q4_K: 148 per 256)
+size_t qmm_packed_row_bytes(GgmlDType t, size_t k);
+// w: n rows of k elements in t's blocks (n a multiple of 16); out: qmm_packed_row_bytes(t, k) * n bytes
 void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out);
 // qmatmul_cpu over packed weights (qmm_packable(t, n, k, isa) must hold, else Error(InvalidArgument))
 void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, const float* x, size_t m,

@@ -358,13 +358,13 @@ TEST(QMatMulCpuErrors, IsaTheCpuLacks) {
 // batches (tiles cut at the edges of m), several threads, activations with zeros / NaN / inf
 TEST(QMatMulCpuPacked, GivesThePlainBits) {
   ThreadCount keep;
-  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0})
-    for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{16, 32, 1},
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K})
+    for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{16, 256, 1},
                            {48, 512, 1},
                            {32, 512, 7},
                            {64, 1024, 19},
                            {160, 768, 5},
-                           {2048, 64, 3}}) {
+                           {2048, 256, 3}}) {
       auto w = random_weights(t, n, k, 41);
       auto x = random_floats(m * k, 42);
       x[3] = 0.f;
@@ -374,7 +374,7 @@ TEST(QMatMulCpuPacked, GivesThePlainBits) {
       }
       if (m > 2) x[2 * k + 5] = std::numeric_limits<float>::quiet_NaN();
       auto ref = run(t, w.data(), n, k, x, m, QmmIsa::Scalar);
-      std::vector<uint8_t> packed(w.size());
+      std::vector<uint8_t> packed(qmm_packed_row_bytes(t, k) * n);
       qmm_pack(t, w.data(), n, k, packed.data());
       bool any = false;
       for (QmmIsa isa : isas_here()) {
@@ -412,7 +412,7 @@ TEST(QMatMulCpuPacked, PackIsAPermutation) {
 TEST(QMatMulCpuPacked, ShapesAndTypesWithoutALayoutAreRefused) {
   for (QmmIsa isa : isas_here()) {
     EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 17, 64, isa));
-    EXPECT_FALSE(qmm_packable(GgmlDType::Q4K, 16, 256, isa));
+    EXPECT_FALSE(qmm_packable(GgmlDType::Q5K, 16, 256, isa));
     EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 0, 64, isa));
   }
   EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 16, 64, QmmIsa::Scalar));

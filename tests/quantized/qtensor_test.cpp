@@ -255,30 +255,27 @@ TEST(QMatMul, RowsDoNotDependOnTheBatch) {
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(b.narrow(0, 2 * i, 2).to_vec2<float>(), a.to_vec2<float>()) << i;
 }
 
-// from_arc_repacked: Q4_0 / Q8_0 with a multiple of 16 rows read a packed copy on a SIMD CPU and give
-// from_arc's bits; other types and row counts stay as they are
+// from_arc_repacked: Q4_0 / Q8_0 / Q4_K with a multiple of 16 rows read a packed copy on a SIMD CPU
+// and give from_arc's bits; other types and row counts stay as they are
 TEST(QMatMul, RepackedGivesThePlainBits) {
-  Tensor x = Tensor::randn(0.f, 1.f, {5, 3, 128}, Device::cpu());
-  Tensor x1 = Tensor::randn(0.f, 1.f, {1, 128}, Device::cpu());
+  Tensor x = Tensor::randn(0.f, 1.f, {5, 3, 256}, Device::cpu());
+  Tensor x1 = Tensor::randn(0.f, 1.f, {1, 256}, Device::cpu());
   const char* env = std::getenv("CANDLE_QMM_REPACK");
   const bool simd = qmm_isa() != QmmIsa::Scalar && !(env && std::string(env) == "0");
-  for (GgmlDType dt : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K})
+  for (GgmlDType dt : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q5K})
     for (size_t n : {48, 17}) {
-      auto w = std::make_shared<const QTensor>(QTensor::quantize(
-          Tensor::randn(0.f, 1.f, {n, dt == GgmlDType::Q4K ? size_t{256} : size_t{128}}, Device::cpu()), dt));
-      if (dt == GgmlDType::Q4K) {
-        EXPECT_FALSE(QMatMul::from_arc_repacked(w).repacked());
-        continue;
-      }
+      auto w = std::make_shared<const QTensor>(
+          QTensor::quantize(Tensor::randn(0.f, 1.f, {n, size_t{256}}, Device::cpu()), dt));
       QMatMul plain = QMatMul::from_arc(w), packed = QMatMul::from_arc_repacked(w);
       EXPECT_FALSE(plain.repacked());
-      EXPECT_EQ(packed.repacked(), simd && n % 16 == 0) << ggml_dtype_name(dt) << " n=" << n;
+      EXPECT_EQ(packed.repacked(), simd && n % 16 == 0 && dt != GgmlDType::Q5K)
+          << ggml_dtype_name(dt) << " n=" << n;
       EXPECT_EQ(packed.qtensor(), w.get());
       for (const Tensor& in : {x, x1}) {
-        auto a = plain.forward(in).flatten_all().to_vec1<float>();
-        auto b = packed.forward(in).flatten_all().to_vec1<float>();
-        ASSERT_EQ(a.size(), b.size());
-        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+        auto ya = plain.forward(in).flatten_all().to_vec1<float>();
+        auto yb = packed.forward(in).flatten_all().to_vec1<float>();
+        ASSERT_EQ(ya.size(), yb.size());
+        EXPECT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)), 0)
             << ggml_dtype_name(dt) << " n=" << n;
       }
     }

@@ -1,0 +1,88 @@
+// qmm_pack: the packed weight layouts of qmatmul_cpu_packed (qmatmul_packed.inc reads them). For a
+// group of 16 rows and one (super-)block b, at group * 16 * row bytes + b * 16 * block bytes:
+//   Q4_0 (288 bytes): the 16 f16 scales d; then for j = 0..3, quant bytes 4j..4j+3 of each row
+//        (elements 4j.. in the low nibbles, 16 + 4j.. in the high ones), row r at 4r
+//   Q8_0 (544 bytes): the 16 f16 scales d; then for j = 0..7, quants 4j..4j+3 of each row
+//   Q4_K (2368 bytes): the 16 f16 d, the 16 f16 dmin; the 6-bit scales, sub-block s (of 32) at
+//        64 + 16s, row r at + r; the mins as pairs (mn[2p], mn[2p + 1]) of each row at 192 + 32p + 2r;
+//        then for pair p = 0..3 and j = 0..7, quant bytes 32p + 4j..+3 of each row (sub-block 2p's
+//        elements 4j.. in the low nibbles, 2p + 1's in the high ones), at 320 + 512p + 64j + 4r
+#include <cstring>
+#include <string>
+
+#include "candle/error.h"
+#include "candle/quantized/blocks.h"
+#include "cpu/parallel.h"
+#include "quantized/qmatmul_cpu.h"
+#include "quantized/qmatmul_kernels.h"
+
+namespace candle::quantized {
+
+namespace {
+
+constexpr size_t R = qmm::kPackRows;
+
+// the group's block b, from the 16 rows' blocks src[r]
+void pack_legacy(const uint8_t* const* src, size_t block, uint8_t* o) {
+  const size_t quads = (block - 2) / 4;
+  for (size_t r = 0; r < R; ++r) {
+    std::memcpy(o + 2 * r, src[r], 2);
+    for (size_t j = 0; j < quads; ++j) std::memcpy(o + 2 * R + (j * R + r) * 4, src[r] + 2 + 4 * j, 4);
+  }
+}
+
+constexpr size_t kQ4kGroupBlock = 2368;
+
+void pack_q4k(const uint8_t* const* src, uint8_t* o) {
+  for (size_t r = 0; r < R; ++r) {
+    BlockQ4_K b;
+    std::memcpy(&b, src[r], sizeof b);
+    std::memcpy(o + 2 * r, &b.d, 2);
+    std::memcpy(o + 32 + 2 * r, &b.dmin, 2);
+    for (int s = 0; s < 8; ++s) {
+      int sc, mn;
+      qmm::k4_scale_min(b.scales, s, sc, mn);
+      o[64 + 16 * s + r] = static_cast<uint8_t>(sc);
+      o[192 + 32 * (s / 2) + 2 * r + s % 2] = static_cast<uint8_t>(mn);
+    }
+    for (size_t p = 0; p < 4; ++p)
+      for (size_t j = 0; j < 8; ++j)
+        std::memcpy(o + 320 + 512 * p + 64 * j + 4 * r, b.qs + 32 * p + 4 * j, 4);
+  }
+}
+
+}  // namespace
+
+size_t qmm_packed_row_bytes(GgmlDType t, size_t k) {
+  if (t == GgmlDType::Q4K) return k / kQK_K * (kQ4kGroupBlock / R);
+  return ggml_row_bytes(t, k);
+}
+
+void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
+  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0 && t != GgmlDType::Q4K)
+    throw Error(ErrorKind::UnsupportedOp,
+                "qmm_pack: " + std::string(ggml_dtype_name(t)) + " has no packed layout");
+  const size_t bs = ggml_block_size(t), block = ggml_type_size(t);
+  if (n % R != 0 || k % bs != 0)
+    throw Error(ErrorKind::InvalidArgument, "qmm_pack: " + std::to_string(n) + " x " + std::to_string(k) +
+                                                " is not a whole number of 16-row groups of " +
+                                                std::string(ggml_dtype_name(t)) + " blocks");
+  const size_t nb = k / bs, row_bytes = nb * block, packed_group = R * qmm_packed_row_bytes(t, k);
+  const size_t group_block = packed_group / nb;
+  const auto* src = static_cast<const uint8_t*>(w);
+  auto* dst = static_cast<uint8_t*>(out);
+  cpu::parallel_for(n / R, 1, [&](size_t g0, size_t g1) {
+    for (size_t g = g0; g < g1; ++g)
+      for (size_t b = 0; b < nb; ++b) {
+        const uint8_t* rows[R];
+        for (size_t r = 0; r < R; ++r) rows[r] = src + (g * R + r) * row_bytes + b * block;
+        uint8_t* o = dst + g * packed_group + b * group_block;
+        if (t == GgmlDType::Q4K)
+          pack_q4k(rows, o);
+        else
+          pack_legacy(rows, block, o);
+      }
+  });
+}
+
+}  // namespace candle::quantized
