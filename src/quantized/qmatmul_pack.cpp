@@ -7,6 +7,10 @@
 //        64 + 16s, row r at + r; the mins as pairs (mn[2p], mn[2p + 1]) of each row at 192 + 32p + 2r;
 //        then for pair p = 0..3 and j = 0..7, quant bytes 32p + 4j..+3 of each row (sub-block 2p's
 //        elements 4j.. in the low nibbles, 2p + 1's in the high ones), at 320 + 512p + 64j + 4r
+//   Q6_K (3360 bytes): the 16 f16 d; the int8 scales, sub-block s (of 16) at 32 + 16s, row r at + r;
+//        then for half h = 0..1 and j = 0..7, three runs of 4 bytes per row: ql[64h + 4j..],
+//        ql[64h + 32 + 4j..] and qh[32h + 4j..] (the 4 groups of 32 of that half at element 4j..),
+//        at 288 + 1536h + 192j + {0, 64, 128} + 4r
 #include <cstring>
 #include <string>
 
@@ -51,15 +55,34 @@ void pack_q4k(const uint8_t* const* src, uint8_t* o) {
   }
 }
 
+constexpr size_t kQ6kGroupBlock = 3360;
+
+void pack_q6k(const uint8_t* const* src, uint8_t* o) {
+  for (size_t r = 0; r < R; ++r) {
+    BlockQ6_K b;
+    std::memcpy(&b, src[r], sizeof b);
+    std::memcpy(o + 2 * r, &b.d, 2);
+    for (int s = 0; s < 16; ++s) o[32 + 16 * s + r] = static_cast<uint8_t>(b.scales[s]);
+    for (size_t h = 0; h < 2; ++h)
+      for (size_t j = 0; j < 8; ++j) {
+        uint8_t* run = o + 288 + 1536 * h + 192 * j + 4 * r;
+        std::memcpy(run, b.ql + 64 * h + 4 * j, 4);
+        std::memcpy(run + 64, b.ql + 64 * h + 32 + 4 * j, 4);
+        std::memcpy(run + 128, b.qh + 32 * h + 4 * j, 4);
+      }
+  }
+}
+
 }  // namespace
 
 size_t qmm_packed_row_bytes(GgmlDType t, size_t k) {
   if (t == GgmlDType::Q4K) return k / kQK_K * (kQ4kGroupBlock / R);
+  if (t == GgmlDType::Q6K) return k / kQK_K * (kQ6kGroupBlock / R);
   return ggml_row_bytes(t, k);
 }
 
 void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
-  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0 && t != GgmlDType::Q4K)
+  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0 && t != GgmlDType::Q4K && t != GgmlDType::Q6K)
     throw Error(ErrorKind::UnsupportedOp,
                 "qmm_pack: " + std::string(ggml_dtype_name(t)) + " has no packed layout");
   const size_t bs = ggml_block_size(t), block = ggml_type_size(t);
@@ -79,6 +102,8 @@ void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
         uint8_t* o = dst + g * packed_group + b * group_block;
         if (t == GgmlDType::Q4K)
           pack_q4k(rows, o);
+        else if (t == GgmlDType::Q6K)
+          pack_q6k(rows, o);
         else
           pack_legacy(rows, block, o);
       }

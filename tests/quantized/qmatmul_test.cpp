@@ -358,7 +358,7 @@ TEST(QMatMulCpuErrors, IsaTheCpuLacks) {
 // batches (tiles cut at the edges of m), several threads, activations with zeros / NaN / inf
 TEST(QMatMulCpuPacked, GivesThePlainBits) {
   ThreadCount keep;
-  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K})
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K})
     for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{16, 256, 1},
                            {48, 512, 1},
                            {32, 512, 7},
@@ -419,7 +419,7 @@ TEST(QMatMulCpuPacked, ShapesAndTypesWithoutALayoutAreRefused) {
   std::vector<uint8_t> w(ggml_row_bytes(GgmlDType::Q4_0, 64) * 17);
   std::vector<float> x(64), y(17);
   EXPECT_THROW(qmm_pack(GgmlDType::Q4_0, w.data(), 17, 64, w.data()), candle::Error);
-  EXPECT_THROW(qmm_pack(GgmlDType::Q6K, w.data(), 16, 256, w.data()), candle::Error);
+  EXPECT_THROW(qmm_pack(GgmlDType::Q5K, w.data(), 16, 256, w.data()), candle::Error);
   EXPECT_THROW(qmatmul_cpu_packed(GgmlDType::Q4_0, w.data(), 17, 64, x.data(), 1, y.data(), qmm_isa()),
                candle::Error);
 }
