@@ -22,9 +22,6 @@
 
 #include "candle/candle.h"
 #include "candle/models/causal_lm.h"
-#if CANDLE_LLM_SPEED_CUDA
-#include "candle/cuda.h"
-#endif
 
 using candle::DType;
 using candle::Tensor;
@@ -121,9 +118,7 @@ int main(int argc, char** argv) {
     // context); graph: the same step recorded once as a CUDA graph and replayed for every token
     std::optional<candle::models::StaticDecode> st;
     Tensor step_ids, step_logits;
-#if CANDLE_LLM_SPEED_CUDA
-    std::optional<candle::cuda::Graph> graph;
-#endif
+    std::optional<candle::Graph> graph;
     auto set_u32 = [&](const Tensor& t, uint32_t v) {
       t.slice_set(Tensor::from_vec(std::vector<uint32_t>{v}, {1}, device).reshape(t.shape()), 0, 0);
     };
@@ -136,16 +131,13 @@ int main(int argc, char** argv) {
       set_u32(step_ids, id);
       set_u32(st->pos, static_cast<uint32_t>(pos));
       if (decode == "static") return model->decode_step(step_ids, *st);
-#if CANDLE_LLM_SPEED_CUDA
+      if (!device.records_graphs())
+        throw candle::Error(candle::ErrorKind::UnsupportedOp,
+                            "llm_speed: --decode graph needs a device that records graphs (CUDA)");
       if (!graph)
-        graph =
-            candle::cuda::Graph::capture(device, [&] { step_logits = model->decode_step(step_ids, *st); });
+        graph = candle::Graph::capture(device, [&] { step_logits = model->decode_step(step_ids, *st); });
       graph->replay();
       return step_logits;
-#else
-      throw candle::Error(candle::ErrorKind::UnsupportedOp,
-                          "llm_speed: --decode graph needs the CUDA backend");
-#endif
     };
     auto tg_once = [&](size_t n) {
       model->clear_kv_cache();
@@ -170,20 +162,9 @@ int main(int argc, char** argv) {
       const size_t n = static_cast<size_t>(tg);
       tg_once(std::min<size_t>(n, 16));
       std::vector<double> secs;
-#if CANDLE_LLM_SPEED_CUDA
-      const uint64_t launches0 = device.is_cuda() ? candle::cuda::stats().launches : 0;
-#endif
       for (long r = 0; r < reps; ++r) secs.push_back(tg_once(n));
       report("tg" + std::to_string(n), n, secs);
-#if CANDLE_LLM_SPEED_CUDA
-      if (device.is_cuda())
-        std::fprintf(stderr, "llm_speed: %.1f CUDA launches per generated token\n",
-                     static_cast<double>(candle::cuda::stats().launches - launches0) /
-                         static_cast<double>(n * static_cast<size_t>(reps)));
-      if (graph)
-        std::fprintf(stderr, "llm_speed: the decode graph holds %zu nodes, %zu programmatic edges\n",
-                     graph->nodes(), graph->programmatic_edges());
-#endif
+      if (graph) std::fprintf(stderr, "llm_speed: the decode graph holds %zu nodes\n", graph->nodes());
     }
     // ops that left the device (a GPU backend without a kernel for them): each is a CPU round-trip
     for (const auto& [op, n] : candle::backend_stats())
