@@ -2,7 +2,10 @@
 // (qmatmul_cpu.h); on another device it is the backend's qmatmul over the blocks uploaded there
 // (QTensor::device_data()), and devices without a kernel for the type dequantize the weight and
 // multiply there (counted in backend_stats() as "qmatmul_dequantize").
+#include <sys/mman.h>
+
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -71,6 +74,54 @@ QMatMul QMatMul::from_arc(std::shared_ptr<const QTensor> w) {
   return q;
 }
 
+namespace {
+
+// The packed copies of the weights, in transparent huge pages where the system gives them: decode
+// and prefill then take far fewer TLB misses (TinyLlama Q4_0, 2 threads: pp128 216 -> 255 tok/s,
+// tg 48 -> 53). Weights of up to 64 MiB share 64 MiB chunks (2 MiB aligned), one after the other,
+// so that a model's tensors waste no partly used huge page each (a 2 MiB-rounded allocation per
+// tensor took 46 MiB more for TinyLlama); a chunk is freed with the last weight in it, and the
+// unused end of a chunk is never touched (no memory). Larger weights get their own allocation.
+class PackArena {
+ public:
+  std::shared_ptr<const uint8_t> alloc(size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;
+    if (bytes > kChunk) return fresh(bytes);
+    std::lock_guard lock(mu_);
+    std::shared_ptr<uint8_t> chunk = chunk_.lock();
+    if (!chunk || used_ + bytes > kChunk) {
+      chunk = fresh(kChunk);
+      chunk_ = chunk;
+      used_ = 0;
+    }
+    std::shared_ptr<const uint8_t> out(chunk, chunk.get() + used_);
+    used_ += bytes;
+    return out;
+  }
+
+ private:
+  static constexpr size_t kHuge = size_t{2} << 20, kChunk = size_t{64} << 20;
+  static std::shared_ptr<uint8_t> fresh(size_t bytes) {
+    const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, size);
+    if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);
+#endif
+    return {static_cast<uint8_t*>(p), [](uint8_t* b) { std::free(b); }};
+  }
+  std::mutex mu_;
+  std::weak_ptr<uint8_t> chunk_;
+  size_t used_ = 0;
+};
+
+std::shared_ptr<const uint8_t> packed_alloc(size_t bytes) {
+  static PackArena* arena = new PackArena();  // never destroyed: weights may outlive static destruction
+  return arena->alloc(bytes);
+}
+
+}  // namespace
+
 QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w) {
   QMatMul q = from_arc(w);
   static const bool enabled = [] {
@@ -81,11 +132,8 @@ QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w) {
   const size_t n = w->shape().dims()[0], k = w->shape().dims()[1];
   if (!qmm_packable(w->dtype(), n, k, qmm_isa())) return q;
   const size_t bytes = qmm_packed_row_bytes(w->dtype(), k) * n;
-  // 64-byte aligned (a cache line per packed block run); the size rounded up as aligned_alloc needs
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (!p) throw std::bad_alloc();
-  q.packed_ = std::shared_ptr<const uint8_t>(static_cast<const uint8_t*>(p),
-                                             [](const uint8_t* b) { std::free(const_cast<uint8_t*>(b)); });
+  q.packed_ = packed_alloc(bytes);
+  void* p = const_cast<uint8_t*>(q.packed_.get());
   qmm_pack(w->dtype(), w->data().data(), n, k, p);
   return q;
 }
