@@ -17,7 +17,7 @@ for t in ${TYPES:-q4_0 q8_0 q4_k_m f16}; do
   [ -f $M/tinyllama-$t.gguf ] || $B/bin/candle-make-random-llama $M/tinyllama-$t.gguf --shape tinyllama --type $t > /dev/null
 done
 echo "models at $((SECONDS-T0)) s"; ls -la $M
-export CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps/ggml
+export CANDLE_LLAMA_LIB_DIR=${CANDLE_LLAMA_LIB_DIR:-$PWD/.devdeps/ggml}
 timeout ${BENCH_TIMEOUT:-360} python3 tools/bench_llm_vs_llamacpp.py --llm-speed $B/bin/llm_speed $M/tinyllama-*.gguf \
   --threads ${THREADS:-16} --pp ${PP:-128,512} --tg ${TG:-128} --reps ${REPS:-2} --json $OUT/llm_bench.json 2>&1 | tee $OUT/llm_bench.log
 echo "bench at $((SECONDS-T0)) s"

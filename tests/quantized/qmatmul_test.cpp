@@ -393,6 +393,37 @@ TEST(QMatMulCpuPacked, GivesThePlainBits) {
     }
 }
 
+// the largest integer sums the packed kernels' narrow accumulators meet: every quant byte at its
+// extreme (0xFF: nibbles of 15, Q6_K's 63, Q4_K's scales of 63; Q8_0: -128) against activations that
+// quantize to +127 or -127 throughout, still the plain bits
+TEST(QMatMulCpuPacked, ExtremeQuantsGiveThePlainBits) {
+  const size_t n = 32, k = 512, m = 3;
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K}) {
+    auto w = random_weights(t, n, k, 3);
+    const size_t ts = ggml_type_size(t), nb = n * k / ggml_block_size(t);
+    auto [fd, fm] = f16_fields(t);
+    for (size_t b = 0; b < nb; ++b)
+      for (size_t i = 0; i < ts; ++i) {
+        const bool f16 =
+            (int(i) == fd || int(i) == fd + 1 || (fm >= 0 && (int(i) == fm || int(i) == fm + 1)));
+        if (!f16) w[b * ts + i] = t == GgmlDType::Q8_0 ? 0x80 : 0xFF;
+      }
+    std::vector<float> x(m * k);
+    for (size_t i = 0; i < m * k; ++i) x[i] = i < k ? 1.f : (i < 2 * k ? -1.f : ((i / 7) % 2 ? 1.f : -1.f));
+    auto ref = run(t, w.data(), n, k, x, m, QmmIsa::Scalar);
+    std::vector<uint8_t> packed(qmm_packed_row_bytes(t, k) * n);
+    qmm_pack(t, w.data(), n, k, packed.data());
+    for (QmmIsa isa : isas_here()) {
+      if (!qmm_packable(t, n, k, isa)) continue;
+      for (size_t mm : {size_t{1}, m}) {
+        std::vector<float> y(mm * n, -1.f), r(ref.begin(), ref.begin() + mm * n);
+        qmatmul_cpu_packed(t, packed.data(), n, k, x.data(), mm, y.data(), isa);
+        EXPECT_TRUE(same_bits(y, r)) << ggml_dtype_name(t) << " " << qmm_isa_name(isa) << " m=" << mm;
+      }
+    }
+  }
+}
+
 // packing moves bytes and nothing else: the same multiset of bytes, and a different order
 TEST(QMatMulCpuPacked, PackIsAPermutation) {
   const size_t n = 32, k = 64;
