@@ -1,11 +1,14 @@
 // Fused scaled dot-product attention on the CPU (the BackendStorage hook behind
 // candle::nn::ops::scaled_dot_product_attention): flash-attention style, no mask tensor and no
 // score matrix beyond one block. Work items are (batch, head, tile of query rows); for each tile
-// the visible keys are visited in blocks of kKeyBlock, converted to f32 once per tile, and every
-// row keeps a running max, a running sum and an f32 accumulator (online softmax). Each output
+// the visible keys are visited in blocks of kKeyBlock, converted to f32 once per tile (the keys
+// transposed, so that a row's 64 scores are vector lanes summed in order of the head dim, and the
+// values' columns are accumulated 64 at a time in registers), and every row keeps a running max,
+// a running sum and an f32 accumulator (online softmax). Each output
 // row is computed by one thread in a fixed order, so the bytes do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <memory>
 #include <string>
@@ -51,32 +54,70 @@ void to_f32(const T* src, size_t n, float* dst) {
   }
 }
 
-// s[j] = dot(q, k[j]) * scale for the n rows of k (d floats each), in one call
-CANDLE_TARGET_CLONES void block_scores(const float* q, const float* k, size_t n, size_t d, float scale,
-                                       float* s) {
-  for (size_t j = 0; j < n; ++j) {
-    const float* kr = k + j * d;
-    float acc[8] = {};
-    size_t i = 0;
-    for (; i + 8 <= d; i += 8)
-      for (size_t l = 0; l < 8; ++l) acc[l] += q[i + l] * kr[i + l];
-    float x = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < d; ++i) x += q[i] * kr[i];
-    s[j] = x * scale;
+// 8 floats (GCC's vector extension: one ymm in the AVX2 / AVX-512 clones, two SSE registers in the
+// default one), so that a row of accumulators stays in registers across a loop
+// (unaligned and aliasing floats: loads and stores through it are plain unaligned moves)
+typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
+#define load8(p) (*reinterpret_cast<const v8f*>(p))
+#define store8(p, v) (*reinterpret_cast<v8f*>(p) = (v))
+
+// s[j] = scale * dot(q, k_j) for the kKeyBlock keys of a block, from kt, the block's keys transposed
+// ([d][kKeyBlock], the keys past the block's end zero): each dot product summed in order of i, the
+// keys in the vector lanes (no horizontal sums)
+CANDLE_TARGET_CLONES void block_scores(const float* q, const float* kt, size_t d, float scale, float* s) {
+  constexpr int W = kKeyBlock / 8;
+  v8f acc[W] = {};
+  for (size_t i = 0; i < d; ++i) {
+    const float qi = q[i];
+    const float* kr = kt + i * kKeyBlock;
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) acc[w] += qi * load8(kr + 8 * w);
   }
+#pragma GCC unroll 8
+  for (int w = 0; w < W; ++w) store8(s + 8 * w, acc[w] * scale);
 }
 
-// acc = acc * corr + sum_j p[j] * v[j]   (v: n rows of dv floats)
-CANDLE_TARGET_CLONES void scale_accumulate(float* acc, size_t dv, float corr, const float* p, const float* v,
-                                           size_t n) {
-  for (size_t c = 0; c < dv; ++c) acc[c] *= corr;
+// acc = acc * corr + sum_j p[j] * v[j] over the n rows of v (dv floats each), the columns in chunks
+// of 64 held in registers across the keys; keys of weight 0 are skipped (a masked key's value may be
+// anything)
+template <int W>
+inline void accumulate_chunk(float* acc, size_t dv, float corr, const float* p, const float* v, size_t n) {
+  v8f a[W];
+#pragma GCC unroll 8
+  for (int w = 0; w < W; ++w) a[w] = load8(acc + 8 * w) * corr;
   for (size_t j = 0; j < n; ++j) {
     const float pj = p[j];
     if (pj == 0.0f) continue;
     const float* vr = v + j * dv;
-    for (size_t c = 0; c < dv; ++c) acc[c] += pj * vr[c];
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) a[w] += pj * load8(vr + 8 * w);
+  }
+#pragma GCC unroll 8
+  for (int w = 0; w < W; ++w) store8(acc + 8 * w, a[w]);
+}
+CANDLE_TARGET_CLONES void scale_accumulate(float* acc, size_t dv, float corr, const float* p, const float* v,
+                                           size_t n) {
+  size_t c = 0;
+  for (; c + 64 <= dv; c += 64) accumulate_chunk<8>(acc + c, dv, corr, p, v + c, n);
+  for (; c + 8 <= dv; c += 8) accumulate_chunk<1>(acc + c, dv, corr, p, v + c, n);
+  for (; c < dv; ++c) {
+    float x = acc[c] * corr;
+    for (size_t j = 0; j < n; ++j)
+      if (p[j] != 0.0f) x += p[j] * v[j * dv + c];
+    acc[c] = x;
   }
 }
+
+// s[j] = exp(s[j] - m) (0 where s[j] is -inf), returning their sum in a fixed order (8 partial sums)
+CANDLE_TARGET_CLONES float exp_block(float* s, size_t n, float m) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (size_t j = 0; j < n; ++j) s[j] = s[j] == neg_inf ? 0.0f : cpu::vm::exp_f32(s[j] - m);
+  float part[8] = {};
+  for (size_t j = 0; j < n; ++j) part[j % 8] += s[j];
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+#undef load8
+#undef store8
 
 struct Dims {
   size_t b, h, hkv, tq, tk, d, dv;
@@ -103,7 +144,7 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
   const size_t unit_work = std::max<size_t>(1, std::min(kQueryTile, n.tq) * n.tk * (n.d + n.dv));
   const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / unit_work);
   cpu::parallel_for(n.b * n.h * tiles, grain, [&](size_t u0, size_t u1) {
-    std::vector<float> qf(kQueryTile * n.d), kf(kKeyBlock * n.d), vf(kKeyBlock * n.dv);
+    std::vector<float> qf(kQueryTile * n.d), kf(n.d), kt(kKeyBlock * n.d), vf(kKeyBlock * n.dv);
     std::vector<float> acc(kQueryTile * n.dv), m(kQueryTile), l(kQueryTile), s(kKeyBlock);
     for (size_t u = u0; u < u1; ++u) {
       const size_t tile = u % tiles, bh = u / tiles, hi_ = bh % n.h, bi = bh / n.h, kvh = hi_ / group;
@@ -122,17 +163,20 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
       for (size_t j0 = tile_lo; j0 < tile_hi; j0 += kKeyBlock) {
         const size_t nb = std::min(kKeyBlock, tile_hi - j0);
         for (size_t j = 0; j < nb; ++j) {
-          to_f32(k.row(bi, kvh, j0 + j), n.d, kf.data() + j * n.d);
+          to_f32(k.row(bi, kvh, j0 + j), n.d, kf.data());
+          for (size_t i = 0; i < n.d; ++i) kt[i * kKeyBlock + j] = kf[i];
           to_f32(v.row(bi, kvh, j0 + j), n.dv, vf.data() + j * n.dv);
         }
+        for (size_t i = 0; nb < kKeyBlock && i < n.d; ++i)
+          std::fill(kt.begin() + static_cast<std::ptrdiff_t>(i * kKeyBlock + nb),
+                    kt.begin() + static_cast<std::ptrdiff_t>((i + 1) * kKeyBlock), 0.0f);
         for (size_t r = 0; r < rows; ++r) {
           size_t lo, hi;
           key_range(offset + r0 + r, lo, hi);
           const size_t a = std::max(lo, j0), e = std::min(hi, j0 + nb);
           if (a >= e) continue;
           // scores of the visible keys [a, e) of this block; the rest -inf
-          block_scores(qf.data() + r * n.d, kf.data() + (a - j0) * n.d, e - a, n.d, p.scale,
-                       s.data() + (a - j0));
+          block_scores(qf.data() + r * n.d, kt.data(), n.d, p.scale, s.data());
           float mb = neg_inf;
           for (size_t j = 0; j < nb; ++j) {
             if (j + j0 < a || j + j0 >= e) {
@@ -145,12 +189,7 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
           const float m_new = std::max(m[r], mb);
           if (m_new == neg_inf) continue;  // every score -inf so far: nothing to add
           const float corr = m[r] == neg_inf ? 0.0f : cpu::vm::exp_f32(m[r] - m_new);
-          float sum = 0.0f;
-          for (size_t j = 0; j < nb; ++j) {
-            const float e_j = s[j] == neg_inf ? 0.0f : cpu::vm::exp_f32(s[j] - m_new);
-            s[j] = e_j;
-            sum += e_j;
-          }
+          const float sum = exp_block(s.data(), nb, m_new);
           l[r] = l[r] * corr + sum;
           m[r] = m_new;
           scale_accumulate(acc.data() + r * n.dv, n.dv, corr, s.data(), vf.data(), nb);

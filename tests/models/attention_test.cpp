@@ -35,13 +35,22 @@ struct Case {
 };
 
 // decode (tq 1), prefill with an offset (tq < tk), GQA, windows, soft-capping, tiles beyond one
-// block of queries (16) and keys (64)
+// block of queries (16) and keys (64), head sizes of 8 to 128
 const Case kCases[] = {
-    {1, 4, 4, 1, 1, 8, true, {}, {}},     {1, 4, 2, 1, 37, 16, true, {}, {}},
-    {2, 8, 2, 5, 5, 16, true, {}, {}},    {1, 6, 3, 19, 150, 32, true, {}, {}},
-    {1, 4, 1, 70, 70, 64, true, {}, {}},  {2, 4, 2, 33, 100, 16, false, {}, {}},
-    {1, 4, 2, 40, 90, 16, true, 7, {}},   {1, 2, 2, 1, 200, 8, true, 64, {}},
-    {1, 4, 2, 12, 30, 16, true, {}, 5.0}, {1, 4, 4, 130, 130, 8, true, 50, 20.0},
+    {1, 4, 4, 1, 1, 8, true, {}, {}},
+    {1, 4, 2, 1, 37, 16, true, {}, {}},
+    {2, 8, 2, 5, 5, 16, true, {}, {}},
+    {1, 6, 3, 19, 150, 32, true, {}, {}},
+    {1, 4, 1, 70, 70, 64, true, {}, {}},
+    {2, 4, 2, 33, 100, 16, false, {}, {}},
+    {1, 4, 2, 40, 90, 16, true, 7, {}},
+    {1, 2, 2, 1, 200, 8, true, 64, {}},
+    {1, 4, 2, 12, 30, 16, true, {}, 5.0},
+    {1, 4, 4, 130, 130, 8, true, 50, 20.0},
+    // head sizes off the kernel's vector widths: a tail of 4 after 8s, 64 + 4 x 8, 2 x 64
+    {1, 2, 1, 20, 70, 12, true, {}, {}},
+    {1, 2, 2, 17, 80, 96, true, {}, {}},
+    {1, 2, 1, 3, 140, 128, true, {}, {}},
 };
 
 }  // namespace
