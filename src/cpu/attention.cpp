@@ -65,35 +65,35 @@ typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
 // ([d][kKeyBlock], the keys past the block's end zero): each dot product summed in order of i, the
 // keys in the vector lanes (no horizontal sums)
 CANDLE_TARGET_CLONES void block_scores(const float* q, const float* kt, size_t d, float scale, float* s) {
-  constexpr int W = kKeyBlock / 8;
+  constexpr size_t W = kKeyBlock / 8;
   v8f acc[W] = {};
   for (size_t i = 0; i < d; ++i) {
     const float qi = q[i];
     const float* kr = kt + i * kKeyBlock;
 #pragma GCC unroll 8
-    for (int w = 0; w < W; ++w) acc[w] += qi * load8(kr + 8 * w);
+    for (size_t w = 0; w < W; ++w) acc[w] += qi * load8(kr + 8 * w);
   }
 #pragma GCC unroll 8
-  for (int w = 0; w < W; ++w) store8(s + 8 * w, acc[w] * scale);
+  for (size_t w = 0; w < W; ++w) store8(s + 8 * w, acc[w] * scale);
 }
 
 // acc = acc * corr + sum_j p[j] * v[j] over the n rows of v (dv floats each), the columns in chunks
 // of 64 held in registers across the keys; keys of weight 0 are skipped (a masked key's value may be
 // anything)
-template <int W>
+template <size_t W>
 inline void accumulate_chunk(float* acc, size_t dv, float corr, const float* p, const float* v, size_t n) {
   v8f a[W];
 #pragma GCC unroll 8
-  for (int w = 0; w < W; ++w) a[w] = load8(acc + 8 * w) * corr;
+  for (size_t w = 0; w < W; ++w) a[w] = load8(acc + 8 * w) * corr;
   for (size_t j = 0; j < n; ++j) {
     const float pj = p[j];
     if (pj == 0.0f) continue;
     const float* vr = v + j * dv;
 #pragma GCC unroll 8
-    for (int w = 0; w < W; ++w) a[w] += pj * load8(vr + 8 * w);
+    for (size_t w = 0; w < W; ++w) a[w] += pj * load8(vr + 8 * w);
   }
 #pragma GCC unroll 8
-  for (int w = 0; w < W; ++w) store8(acc + 8 * w, a[w]);
+  for (size_t w = 0; w < W; ++w) store8(acc + 8 * w, a[w]);
 }
 CANDLE_TARGET_CLONES void scale_accumulate(float* acc, size_t dv, float corr, const float* p, const float* v,
                                            size_t n) {

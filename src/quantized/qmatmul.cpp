@@ -123,18 +123,19 @@ std::shared_ptr<const uint8_t> packed_alloc(size_t bytes) {
 }  // namespace
 
 QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w) {
-  QMatMul q = from_arc(w);
+  QMatMul q = from_arc(std::move(w));
   static const bool enabled = [] {
     const char* e = std::getenv("CANDLE_QMM_REPACK");
     return !(e && std::string(e) == "0");
   }();
-  if (!enabled || !q.qtensor() || !w->device().is_cpu() || w->data().empty()) return q;
-  const size_t n = w->shape().dims()[0], k = w->shape().dims()[1];
-  if (!qmm_packable(w->dtype(), n, k, qmm_isa())) return q;
-  const size_t bytes = qmm_packed_row_bytes(w->dtype(), k) * n;
+  const QTensor* t = q.qtensor();
+  if (!enabled || !t || !t->device().is_cpu() || t->data().empty()) return q;
+  const size_t n = t->shape().dims()[0], k = t->shape().dims()[1];
+  if (!qmm_packable(t->dtype(), n, k, qmm_isa())) return q;
+  const size_t bytes = qmm_packed_row_bytes(t->dtype(), k) * n;
   q.packed_ = packed_alloc(bytes);
   void* p = const_cast<uint8_t*>(q.packed_.get());
-  qmm_pack(w->dtype(), w->data().data(), n, k, p);
+  qmm_pack(t->dtype(), t->data().data(), n, k, p);
   return q;
 }
 
