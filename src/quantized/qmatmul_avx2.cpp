@@ -20,9 +20,11 @@ namespace avx2 {
 #define QMM_PREFILL_C 8
 #define QMM_PACKED_C 2
 #define QMM_PACKED_C_K 1
+#define QMM_PACKED_C_6K 1
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_PACKED_C
 #undef QMM_PACKED_C_K
+#undef QMM_PACKED_C_6K
 #undef QMM_TARGET
 #undef QMM_VNNI
 #undef QMM_PREFILL_R
@@ -36,9 +38,11 @@ namespace avxvnni {
 #define QMM_PREFILL_C 8
 #define QMM_PACKED_C 2
 #define QMM_PACKED_C_K 1
+#define QMM_PACKED_C_6K 1
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_PACKED_C
 #undef QMM_PACKED_C_K
+#undef QMM_PACKED_C_6K
 #undef QMM_TARGET
 #undef QMM_VNNI
 #undef QMM_PREFILL_R

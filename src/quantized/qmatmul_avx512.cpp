@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstring>
 
 namespace candle::quantized::qmm {
 
@@ -18,11 +19,132 @@ namespace avx512 {
 #define QMM_VNNI 1
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
-#define QMM_PACKED_C 4
-#define QMM_PACKED_C_K 2
+#define QMM_PACKED_C 8
+#define QMM_PACKED_C_K 4
+#define QMM_PACKED_C_6K 2
+#define QMM_PACKED_ZMM 1
+
+// The packed kernels' tiles in 512 bits (qmatmul_packed.inc's layouts: a run of 4 bytes of 16 rows is
+// one zmm, so one vpdpbusd per run and activation row, and the 16 rows' outputs one vector): the
+// same integers and float chain per lane as the 256-bit tiles, so the same bits.
+#define QMM_ZINLINE QMM_TARGET __attribute__((always_inline)) inline
+QMM_ZINLINE __m512i qmm_zbcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+// (conversions with an explicit source: GCC 12 warns on the ones that start from an undefined vector)
+QMM_ZINLINE __m512 qmm_zh2f16(const uint8_t* p) {
+  return _mm512_mask_cvtph_ps(_mm512_setzero_ps(), 0xFFFF,
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+QMM_ZINLINE __m512 qmm_zi2f(__m512i v) { return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), 0xFFFF, v); }
+// 16 bytes to 16 int32 (zero-extended)
+QMM_ZINLINE __m512i qmm_zu8(const uint8_t* p) {
+  return _mm512_mask_cvtepu8_epi32(_mm512_setzero_si512(), 0xFFFF,
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// 32 bytes to 32 int16 (zero-extended)
+QMM_ZINLINE __m512i qmm_zu8_16(const uint8_t* p) {
+  return _mm512_mask_cvtepu8_epi16(_mm512_setzero_si512(), 0xFFFFFFFFu,
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <GgmlDType T, int C>
+QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
+  constexpr size_t kGroupBlock = T == GgmlDType::Q4K ? 2368 : kPackRows * BlockTraits<T>::kBytes;
+  constexpr size_t kQK = T == GgmlDType::Q4K ? kQK_K : 32;
+  const size_t nb = a.k / kQK, n32 = a.k / 32;
+  const int8_t* xq[C];
+  for (int c = 0; c < C; ++c) xq[c] = a.qs + col[c] * a.k;
+  __m512 facc[C];
+  for (int c = 0; c < C; ++c) facc[c] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * kGroupBlock;
+    __m512i isum[C];
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+    if constexpr (T == GgmlDType::Q4_0) {
+      const uint8_t* q = blk + 2 * kPackRows;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * j);
+        const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int c = 0; c < C; ++c) {
+          isum[c] = _mm512_dpbusd_epi32(isum[c], lo, qmm_zbcast32(xq[c] + 32 * b + 4 * j));
+          isum[c] = _mm512_dpbusd_epi32(isum[c], hi, qmm_zbcast32(xq[c] + 32 * b + 16 + 4 * j));
+        }
+      }
+    } else if constexpr (T == GgmlDType::Q8_0) {
+      const uint8_t* q = blk + 2 * kPackRows;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m512i v =
+            _mm512_xor_si512(_mm512_loadu_si512(q + 64 * j), _mm512_set1_epi8(static_cast<char>(0x80)));
+        for (int c = 0; c < C; ++c)
+          isum[c] = _mm512_dpbusd_epi32(isum[c], v, qmm_zbcast32(xq[c] + 32 * b + 4 * j));
+      }
+    } else {
+      static_assert(T == GgmlDType::Q4K);
+      for (int p = 0; p < 4; ++p) {
+        __m512i acc0[C], acc1[C];
+        for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm512_setzero_si512();
+        const uint8_t* q = blk + 320 + 512 * p;
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m512i v = _mm512_loadu_si512(q + 64 * j);
+          const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          for (int c = 0; c < C; ++c) {
+            const int8_t* x = xq[c] + kQK_K * b + 64 * p + 4 * j;
+            acc0[c] = _mm512_dpbusd_epi32(acc0[c], lo, qmm_zbcast32(x));
+            acc1[c] = _mm512_dpbusd_epi32(acc1[c], hi, qmm_zbcast32(x + 32));
+          }
+        }
+        const __m512i s0 = qmm_zu8(blk + 64 + 16 * (2 * p));
+        const __m512i s1 = qmm_zu8(blk + 64 + 16 * (2 * p + 1));
+        for (int c = 0; c < C; ++c)
+          isum[c] = _mm512_add_epi32(
+              isum[c], _mm512_add_epi32(_mm512_mullo_epi32(acc0[c], s0), _mm512_mullo_epi32(acc1[c], s1)));
+      }
+    }
+    const __m512 dw = qmm_zh2f16(blk);
+    if constexpr (T == GgmlDType::Q4K) {
+      __m512i msum[C];
+      for (int c = 0; c < C; ++c) msum[c] = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const __m512i mn = qmm_zu8_16(blk + 192 + 32 * p);
+        for (int c = 0; c < C; ++c) {
+          const int32_t* s32 = a.sums32 + col[c] * n32 + 8 * b + 2 * p;
+          const __m512i bs = _mm512_set1_epi32(static_cast<int32_t>(
+              (static_cast<uint32_t>(s32[0]) & 0xFFFFu) | (static_cast<uint32_t>(s32[1]) << 16)));
+          msum[c] = _mm512_add_epi32(msum[c], _mm512_madd_epi16(mn, bs));
+        }
+      }
+      const __m512 mc = _mm512_castsi512_ps(_mm512_xor_si512(
+          _mm512_castps_si512(qmm_zh2f16(blk + 32)), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+      for (int c = 0; c < C; ++c) {
+        const __m512 dx = _mm512_set1_ps(a.d[col[c] * nb + b]);
+        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(isum[c]), facc[c]);
+        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(mc, dx), qmm_zi2f(msum[c]), facc[c]);
+      }
+    } else {
+      constexpr int kOffShift = T == GgmlDType::Q4_0 ? 3 : 7;
+      for (int c = 0; c < C; ++c) {
+        const size_t at = col[c] * nb + b;
+        const __m512i is = _mm512_sub_epi32(isum[c], _mm512_set1_epi32(a.sums32[at] * (1 << kOffShift)));
+        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a.d[at])), qmm_zi2f(is), facc[c]);
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + 16 * c, facc[c]);
+}
+#undef QMM_ZINLINE
+
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_PACKED_C
 #undef QMM_PACKED_C_K
+#undef QMM_PACKED_C_6K
+#undef QMM_PACKED_ZMM
 
 // IQ4_XS with m > 1 (Acts::qs_lanes set): R weight rows x 8 activation rows per tile (R = 4: each
 // activation load serves 4 rows; with one, the loads from L2 bounded it at 0.6-0.9x llama.cpp). The
