@@ -13,41 +13,33 @@
 
 namespace candle::quantized::qmm {
 
-namespace avx2 {
-#define QMM_TARGET __attribute__((target("avx2,fma,f16c")))
-#define QMM_VNNI 0
+// the tiles of both 256-bit variants (qmatmul_simd.inc)
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
 #define QMM_PACKED_C 2
 #define QMM_PACKED_C_K 1
 #define QMM_PACKED_C_6K 1
+
+namespace avx2 {
+#define QMM_TARGET __attribute__((target("avx2,fma,f16c")))
+#define QMM_VNNI 0
 #include "quantized/qmatmul_simd.inc"
-#undef QMM_PACKED_C
-#undef QMM_PACKED_C_K
-#undef QMM_PACKED_C_6K
 #undef QMM_TARGET
 #undef QMM_VNNI
-#undef QMM_PREFILL_R
-#undef QMM_PREFILL_C
 }  // namespace avx2
 
 namespace avxvnni {
 #define QMM_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define QMM_VNNI 2
-#define QMM_PREFILL_R 1
-#define QMM_PREFILL_C 8
-#define QMM_PACKED_C 2
-#define QMM_PACKED_C_K 1
-#define QMM_PACKED_C_6K 1
 #include "quantized/qmatmul_simd.inc"
+#undef QMM_TARGET
+#undef QMM_VNNI
+}  // namespace avxvnni
 #undef QMM_PACKED_C
 #undef QMM_PACKED_C_K
 #undef QMM_PACKED_C_6K
-#undef QMM_TARGET
-#undef QMM_VNNI
 #undef QMM_PREFILL_R
 #undef QMM_PREFILL_C
-}  // namespace avxvnni
 
 namespace {
 bool cpu_has_avxvnni() {

@@ -52,7 +52,8 @@ QMM_ZINLINE __m512i qmm_zu8_16(const uint8_t* p) {
 
 template <GgmlDType T, int C>
 QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
-  constexpr size_t kGroupBlock = T == GgmlDType::Q4K ? 2368 : kPackRows * BlockTraits<T>::kBytes;
+  constexpr size_t kGroupBlock =
+      T == GgmlDType::Q4K ? kPackedQ4kGroupBlock : kPackRows * BlockTraits<T>::kBytes;
   constexpr size_t kQK = T == GgmlDType::Q4K ? kQK_K : 32;
   const size_t nb = a.k / kQK, n32 = a.k / 32;
   const int8_t* xq[C];

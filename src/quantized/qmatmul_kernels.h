@@ -235,6 +235,9 @@ KernelFn avx512_kernel(GgmlDType t);
 const int* avx512_lane_offsets(GgmlDType t, size_t m);
 // The kernels over weights in qmm_pack's layout (qmatmul_cpu.h): kPackRows rows side by side
 constexpr size_t kPackRows = 16;
+// the bytes of one packed group-block (16 rows x one super-block) of the 256-element types
+// (qmatmul_pack.cpp gives their layouts)
+constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ6kGroupBlock = 3360;
 KernelFn avx2_packed_kernel(GgmlDType t);
 KernelFn avx512_packed_kernel(GgmlDType t);
 // "avx2", or "avx2-vnni" where the CPU has AVX-VNNI (the same bits: the integer sums are exact)

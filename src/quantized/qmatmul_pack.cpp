@@ -35,8 +35,6 @@ void pack_legacy(const uint8_t* const* src, size_t block, uint8_t* o) {
   }
 }
 
-constexpr size_t kQ4kGroupBlock = 2368;
-
 void pack_q4k(const uint8_t* const* src, uint8_t* o) {
   for (size_t r = 0; r < R; ++r) {
     BlockQ4_K b;
@@ -54,8 +52,6 @@ void pack_q4k(const uint8_t* const* src, uint8_t* o) {
         std::memcpy(o + 320 + 512 * p + 64 * j + 4 * r, b.qs + 32 * p + 4 * j, 4);
   }
 }
-
-constexpr size_t kQ6kGroupBlock = 3360;
 
 void pack_q6k(const uint8_t* const* src, uint8_t* o) {
   for (size_t r = 0; r < R; ++r) {
@@ -76,8 +72,8 @@ void pack_q6k(const uint8_t* const* src, uint8_t* o) {
 }  // namespace
 
 size_t qmm_packed_row_bytes(GgmlDType t, size_t k) {
-  if (t == GgmlDType::Q4K) return k / kQK_K * (kQ4kGroupBlock / R);
-  if (t == GgmlDType::Q6K) return k / kQK_K * (kQ6kGroupBlock / R);
+  if (t == GgmlDType::Q4K) return k / kQK_K * (qmm::kPackedQ4kGroupBlock / R);
+  if (t == GgmlDType::Q6K) return k / kQK_K * (qmm::kPackedQ6kGroupBlock / R);
   return ggml_row_bytes(t, k);
 }
 
