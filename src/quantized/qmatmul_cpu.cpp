@@ -43,17 +43,21 @@ const IsaChoice& isa_choice() {
         c.isa = QmmIsa::Avx2;
       else if (v == "avx512")
         c.isa = QmmIsa::Avx512;
+      else if (v == "amx")
+        c.isa = QmmIsa::Amx;
       else {
-        c.error = "CANDLE_QMATMUL_ISA='" + std::string(v.substr(0, 32)) + "' is not scalar, avx2 or avx512";
+        c.error =
+            "CANDLE_QMATMUL_ISA='" + std::string(v.substr(0, 32)) + "' is not scalar, avx2, avx512 or amx";
         return c;
       }
       if (!qmm_isa_supported(c.isa))
         c.error = std::string("CANDLE_QMATMUL_ISA=") + qmm_isa_name(c.isa) + ": this CPU lacks it";
       return c;
     }
-    c.isa = qmm_isa_supported(QmmIsa::Avx512) ? QmmIsa::Avx512
-            : qmm_isa_supported(QmmIsa::Avx2) ? QmmIsa::Avx2
-                                              : QmmIsa::Scalar;
+    c.isa = qmm_isa_supported(QmmIsa::Amx)      ? QmmIsa::Amx
+            : qmm_isa_supported(QmmIsa::Avx512) ? QmmIsa::Avx512
+            : qmm_isa_supported(QmmIsa::Avx2)   ? QmmIsa::Avx2
+                                                : QmmIsa::Scalar;
     return c;
   }();
   return choice;
@@ -68,6 +72,7 @@ struct ActBuffer {
   std::vector<float> d8;
   std::vector<int32_t> sums8;
   std::vector<int8_t> qs_lanes;
+  std::vector<uint8_t> qs_u8;
   qmm::Acts acts;
 };
 
@@ -257,6 +262,16 @@ void add_lanes(ActBuffer& buf, const int* offsets) {
   buf.acts.qs_lanes = buf.qs_lanes.data();
 }
 
+// the quants + 128 as unsigned bytes, zero rows up to a multiple of 16 (Acts::qs_u8, the AMX tiles)
+void add_u8(ActBuffer& buf) {
+  const size_t m = buf.acts.m, k = buf.acts.k;
+  buf.qs_u8.assign((m + 15) / 16 * 16 * k, 0);
+  cpu::parallel_for(m, std::max<size_t>(1, 65536 / k), [&](size_t b, size_t e) {
+    for (size_t i = b * k; i < e * k; ++i) buf.qs_u8[i] = static_cast<uint8_t>(buf.qs[i] ^ 0x80);
+  });
+  buf.acts.qs_u8 = buf.qs_u8.data();
+}
+
 // The float weight types: rows converted to f32 in tiles, each output an 8-way split sum
 // combined in a fixed order (the same bits for any m, tile and thread count).
 float dot_f32(const float* a, const float* b, size_t k) {
@@ -292,6 +307,7 @@ void float_matmul(GgmlDType t, const void* w, size_t n, size_t k, const float* x
 
 qmm::KernelFn kernel_for(GgmlDType t, QmmIsa isa) {
   switch (isa) {
+    case QmmIsa::Amx:
     case QmmIsa::Avx512: return qmm::avx512_kernel(t);
     case QmmIsa::Avx2: return qmm::avx2_kernel(t);
     default: return qmm::scalar_kernel(t);
@@ -307,6 +323,7 @@ const char* qmm_isa_name(QmmIsa isa) {
   switch (isa) {
     case QmmIsa::Avx2: return "avx2";
     case QmmIsa::Avx512: return "avx512";
+    case QmmIsa::Amx: return "amx";
     default: return "scalar";
   }
 }
@@ -321,6 +338,7 @@ bool isa_supported_uncached(QmmIsa isa) {
       return isa_supported_uncached(QmmIsa::Avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512vnni");
+    case QmmIsa::Amx: return isa_supported_uncached(QmmIsa::Avx512) && qmm::amx_usable();
   }
   return false;
 }
@@ -330,10 +348,12 @@ bool isa_supported_uncached(QmmIsa isa) {
 bool qmm_isa_supported(QmmIsa isa) {
   static const bool avx2 = isa_supported_uncached(QmmIsa::Avx2);
   static const bool avx512 = isa_supported_uncached(QmmIsa::Avx512);
+  static const bool amx = isa_supported_uncached(QmmIsa::Amx);
   switch (isa) {
     case QmmIsa::Scalar: return true;
     case QmmIsa::Avx2: return avx2;
     case QmmIsa::Avx512: return avx512;
+    case QmmIsa::Amx: return amx;
   }
   return false;
 }
@@ -347,14 +367,16 @@ QmmIsa qmm_isa() {
 namespace {
 
 // The activations quantized, then fn over every weight row on the threads.
-// row_bytes: the bytes of one weight row (a packed group of 16 rows is 16 times that)
+// row_bytes: the bytes of one weight row (a packed group of 16 rows is 16 times that); amx: fn is an
+// AMX kernel (it reads Acts::qs_u8 where m >= kAmxMinRows)
 void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t row_bytes, size_t n, size_t k,
-              const float* x, size_t m, float* y, QmmIsa isa) {
+              const float* x, size_t m, float* y, QmmIsa isa, bool amx = false) {
   const size_t bs = ggml_block_size(t);
   ActBuffer buf;
   quantize_acts(x, m, k, bs == 256 ? 256 : 32, buf, isa != QmmIsa::Scalar);
-  if (isa == QmmIsa::Avx512)
+  if (isa == QmmIsa::Avx512 || isa == QmmIsa::Amx)
     if (const int* o = qmm::avx512_lane_offsets(t, m)) add_lanes(buf, o);
+  if (amx && m >= qmm::kAmxMinRows) add_u8(buf);
   const auto* wb = static_cast<const uint8_t*>(w);
   // chunks of weights taken by the threads as they free up (every output is one kernel call's, so
   // the bits do not depend on who computes it): about 512 KiB for a decode (long runs of tiles, each
@@ -406,6 +428,9 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
 
 qmm::KernelFn packed_kernel_for(GgmlDType t, QmmIsa isa) {
   switch (isa) {
+    case QmmIsa::Amx:
+      if (qmm::KernelFn f = qmm::amx_packed_kernel(t)) return f;
+      return qmm::avx512_packed_kernel(t);
     case QmmIsa::Avx512: return qmm::avx512_packed_kernel(t);
     case QmmIsa::Avx2: return qmm::avx2_packed_kernel(t);
     default: return nullptr;
@@ -425,7 +450,19 @@ void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, con
                                                 std::to_string(n) + " x " + std::to_string(k) +
                                                 " on this CPU");
   if (m == 0) return;
-  run_rows(packed_kernel_for(t, isa), t, packed, qmm_packed_row_bytes(t, k), n, k, x, m, y, isa);
+  run_rows(packed_kernel_for(t, isa), t, packed, qmm_packed_row_bytes(t, k), n, k, x, m, y, isa,
+           isa == QmmIsa::Amx && qmm::amx_packed_kernel(t));
+}
+
+void qmatmul_cpu_packed_amx_emulated(GgmlDType t, const void* packed, size_t n, size_t k, const float* x,
+                                     size_t m, float* y) {
+  qmm::KernelFn fn = qmm::amx_emulated_packed_kernel(t);
+  if (!fn || !qmm_packable(t, n, k, QmmIsa::Avx512))
+    throw Error(ErrorKind::InvalidArgument, "qmatmul: no emulated AMX kernel for " +
+                                                std::string(ggml_dtype_name(t)) + " " + std::to_string(n) +
+                                                " x " + std::to_string(k) + " on this CPU");
+  if (m == 0) return;
+  run_rows(fn, t, packed, qmm_packed_row_bytes(t, k), n, k, x, m, y, QmmIsa::Avx512, true);
 }
 
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {

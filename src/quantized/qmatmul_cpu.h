@@ -26,9 +26,10 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
 const char* qmatmul_cpu_kernel_name(GgmlDType t);
 
 // The kernel families, lowest first. qmatmul_cpu uses qmatmul_isa(): CANDLE_QMATMUL_ISA=
-// scalar|avx2|avx512 (read once; a value that is unknown or that this CPU lacks throws from
-// every call), else the best one this CPU has.
-enum class QmmIsa { Scalar, Avx2, Avx512 };
+// scalar|avx2|avx512|amx (read once; a value that is unknown or that this CPU lacks throws from
+// every call), else the best one this CPU has. Amx is Avx512 with AMX tiles for the packed Q4_0 /
+// Q8_0 weights at m >= 8 (Intel Xeon since Sapphire Rapids, where Linux grants the tile state).
+enum class QmmIsa { Scalar, Avx2, Avx512, Amx };
 const char* qmm_isa_name(QmmIsa isa);
 bool qmm_isa_supported(QmmIsa isa);
 QmmIsa qmm_isa();
@@ -49,5 +50,10 @@ void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out);
 // qmatmul_cpu over packed weights (qmm_packable(t, n, k, isa) must hold, else Error(InvalidArgument))
 void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, const float* x, size_t m,
                         float* y, QmmIsa isa);
+
+// Tests only: qmatmul_cpu_packed with the AMX kernels' tile instructions done in C++ (their data
+// flow, checked on CPUs without AMX); Q4_0 / Q8_0, needs qmm_packable(t, n, k, QmmIsa::Avx512)
+void qmatmul_cpu_packed_amx_emulated(GgmlDType t, const void* packed, size_t n, size_t k, const float* x,
+                                     size_t m, float* y);
 
 }  // namespace candle::quantized

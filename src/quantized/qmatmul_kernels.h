@@ -28,6 +28,9 @@ struct Acts {
   // the quants of every row again in the lane order of lanes_by_group (m * k), where an AVX-512
   // kernel that reads them runs (avx512_lane_offsets); else nullptr
   const int8_t* qs_lanes = nullptr;
+  // the quants + 128 as unsigned bytes (m rows of k, then zero rows up to a multiple of 16), where
+  // an AMX kernel reads them (its tiles multiply unsigned by signed bytes); else nullptr
+  const uint8_t* qs_u8 = nullptr;
 };
 
 // One row of k activation quants (k a multiple of 256) in the order of the AVX-512 kernels that
@@ -240,6 +243,16 @@ constexpr size_t kPackRows = 16;
 constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ6kGroupBlock = 3360;
 KernelFn avx2_packed_kernel(GgmlDType t);
 KernelFn avx512_packed_kernel(GgmlDType t);
+// AMX (qmatmul_amx.cpp): tiles of 16 activation rows x 16 packed weight rows for Q4_0 and Q8_0
+// where m >= kAmxMinRows and Acts::qs_u8 is set (else the AVX-512 packed kernel runs).
+// amx_usable: the CPU has AMX-TILE and AMX-INT8 and the kernel gave this process the tile state;
+// amx_packed_kernel: nullptr for the other types or where AMX is not usable;
+// amx_emulated_packed_kernel: the same kernels with the tile instructions done in C++ (the tests'
+// check of their data flow on CPUs without AMX; needs AVX-512)
+constexpr size_t kAmxMinRows = 8;
+bool amx_usable();
+KernelFn amx_packed_kernel(GgmlDType t);
+KernelFn amx_emulated_packed_kernel(GgmlDType t);
 // "avx2", or "avx2-vnni" where the CPU has AVX-VNNI (the same bits: the integer sums are exact)
 const char* avx2_variant_name();
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -167,7 +168,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 std::vector<QmmIsa> isas_here() {
   std::vector<QmmIsa> v;
-  for (QmmIsa i : {QmmIsa::Scalar, QmmIsa::Avx2, QmmIsa::Avx512})
+  for (QmmIsa i : {QmmIsa::Scalar, QmmIsa::Avx2, QmmIsa::Avx512, QmmIsa::Amx})
     if (qmm_isa_supported(i)) v.push_back(i);
   return v;
 }
@@ -422,6 +423,60 @@ TEST(QMatMulCpuPacked, ExtremeQuantsGiveThePlainBits) {
       }
     }
   }
+}
+
+// The AMX tiles (16 activation rows x 16 weight rows per TDPBUSD): their data flow with the tile
+// instructions done in C++ on any AVX-512 CPU, and the real tiles where the CPU has them: the plain
+// bits for m at and around the tile edges, activation rows in several chunks of the kernel (k =
+// 16384: 32 rows a chunk), zero / inf / NaN activations, every quant at its extreme, 1-3 threads
+TEST(QMatMulCpuPacked, AmxTilesGiveThePlainBits) {
+  if (!qmm_isa_supported(QmmIsa::Avx512)) GTEST_SKIP() << "the AMX kernels' emulation needs AVX-512";
+  ThreadCount keep;
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K})
+    for (bool extreme : {false, true})
+      for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{16, 64, 8},
+                             {32, 512, 16},
+                             {48, 256, 17},
+                             {32, 1024, 40},
+                             {32, 16384, 40},
+                             {32, 224, 24},
+                             {64, 2048, 8},
+                             {32, 768, 21}}) {
+        if (k % ggml_block_size(t) != 0) continue;
+        auto w = random_weights(t, n, k, 51);
+        if (extreme) {
+          const size_t ts = ggml_type_size(t);
+          auto [fd, fm] = f16_fields(t);
+          for (size_t b = 0; b < n * k / ggml_block_size(t); ++b)
+            for (size_t i = 0; i < ts; ++i)
+              if (int(i) != fd && int(i) != fd + 1 && (fm < 0 || (int(i) != fm && int(i) != fm + 1)))
+                w[b * ts + i] = t == GgmlDType::Q8_0 ? 0x80 : 0xFF;
+        }
+        auto x = random_floats(m * k, 52);
+        if (extreme)
+          for (size_t i = 0; i < m * k; ++i) x[i] = (i / k) % 2 ? -1.f : 1.f;
+        x[5] = 0.f;
+        for (size_t i = k; i < k + 32; ++i) x[i] = 0.f;
+        x[2 * k + 40] = std::numeric_limits<float>::infinity();
+        x[(m - 1) * k + 3] = std::numeric_limits<float>::quiet_NaN();
+        auto ref = run(t, w.data(), n, k, x, m, QmmIsa::Scalar);
+        std::vector<uint8_t> packed(qmm_packed_row_bytes(t, k) * n);
+        qmm_pack(t, w.data(), n, k, packed.data());
+        for (size_t th : {1, 2, 3}) {
+          candle::set_num_threads(th);
+          std::vector<float> y(m * n, -1.f);
+          qmatmul_cpu_packed_amx_emulated(t, packed.data(), n, k, x.data(), m, y.data());
+          EXPECT_TRUE(same_bits(y, ref)) << ggml_dtype_name(t) << " emulated n=" << n << " k=" << k
+                                         << " m=" << m << " extreme=" << extreme << " threads=" << th;
+          if (!qmm_isa_supported(QmmIsa::Amx)) continue;
+          std::fill(y.begin(), y.end(), -1.f);
+          qmatmul_cpu_packed(t, packed.data(), n, k, x.data(), m, y.data(), QmmIsa::Amx);
+          EXPECT_TRUE(same_bits(y, ref)) << ggml_dtype_name(t) << " amx n=" << n << " k=" << k << " m=" << m
+                                         << " extreme=" << extreme << " threads=" << th;
+        }
+      }
+  if (!qmm_isa_supported(QmmIsa::Amx))
+    std::printf("[ note     ] emulated AMX tiles checked; this CPU has no AMX tiles to run\n");
 }
 
 // packing moves bytes and nothing else: the same multiset of bytes, and a different order

@@ -1,0 +1,32 @@
+#!/bin/bash
+# The AMX kernels (issue 15) on the GPU machine's Xeon: the packed-weight tests with the real tiles,
+# the kernels against ggml's with AMX and with it off (CANDLE_QMATMUL_ISA=avx512), then the LLM
+# bench beside llama.cpp (which uses AMX there too). Carry .devdeps-llm (see docs/performance.md):
+#   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/amx_device_run.sh
+cd "$(dirname "$0")/.."
+T0=$SECONDS
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source tools/device_build.sh
+grep -m1 flags /proc/cpuinfo | tr ' ' '\n' | grep -E '^amx' | tr '\n' ' '; echo
+BT=build-dev-amx
+{ cmake -S . -B $BT $(device_cmake_args) -DCMAKE_BUILD_TYPE=Release -DCANDLE_VULKAN=OFF && \
+  timeout 300 cmake --build $BT -j16 --target test_quantized llm_speed candle-make-random-llama qmatmul_vs_ggml; } \
+  > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
+echo "built at $((SECONDS-T0)) s"
+timeout 120 $BT/bin/test_quantized --gtest_filter='QMatMulCpuPacked.*:QMatMul.*:QMatMulCpuErrors.*:QMatMulCpuValues.*' 2>&1 | tail -n 25
+export CANDLE_LLAMA_LIB_DIR=${CANDLE_LLAMA_LIB_DIR:-$PWD/.devdeps/ggml}
+for isa in amx avx512; do
+  CANDLE_QMATMUL_ISA=$isa timeout 90 $BT/bin/qmatmul_vs_ggml --lib-dir $CANDLE_LLAMA_LIB_DIR --threads ${THREADS:-16} \
+    --rounds 3 --types ${QTYPES:-q4_0,q8_0,q4_k} --shapes 2048x2048,5632x2048,2048x5632 --m ${QM:-16,128,512} 2>&1 | tail -n +2 | tee -a $OUT/kernels.log
+done
+echo "kernels at $((SECONDS-T0)) s"
+M=/tmp/models; mkdir -p $M
+for t in ${TYPES:-q4_0 q8_0 q4_k_m}; do
+  [ -f $M/tinyllama-$t.gguf ] || $BT/bin/candle-make-random-llama $M/tinyllama-$t.gguf --shape tinyllama --type $t > /dev/null 2>&1
+done
+timeout ${BENCH_TIMEOUT:-300} python3 tools/bench_llm_vs_llamacpp.py --llm-speed $BT/bin/llm_speed $M/tinyllama-*.gguf \
+  --threads ${THREADS:-16} --pp ${PP:-128,512} --tg ${TG:-128} --reps ${REPS:-2} --json $OUT/llm_bench.json 2>&1 | tee $OUT/llm_bench.log | tail -n 8
+for t in ${TYPES:-q4_0 q8_0 q4_k_m}; do for isa in amx avx512; do
+  echo "$t $isa: $(CANDLE_QMATMUL_ISA=$isa timeout 60 $BT/bin/llm_speed $M/tinyllama-$t.gguf --pp 512 --tg 0 --reps 2 --threads ${THREADS:-16} 2>&1 | grep BENCH)"
+done; done
+echo "done at $((SECONDS-T0)) s"
