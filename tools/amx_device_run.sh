@@ -29,4 +29,8 @@ timeout ${BENCH_TIMEOUT:-300} python3 tools/bench_llm_vs_llamacpp.py --llm-speed
 for t in ${TYPES:-q4_0 q8_0 q4_k_m}; do for isa in amx avx512; do
   echo "$t $isa: $(CANDLE_QMATMUL_ISA=$isa timeout 60 $BT/bin/llm_speed $M/tinyllama-$t.gguf --pp 512 --tg 0 --reps 2 --threads ${THREADS:-16} 2>&1 | grep BENCH)"
 done; done
+# decode: the rows' split (chunks per thread) of the m = 1 matmuls
+for t in ${SPLIT_TYPES:-q4_0 q4_k_m}; do for sp in ${SPLITS:-1 2 4 8}; do
+  echo "$t split $sp: $(CANDLE_QMM_DECODE_SPLIT=$sp timeout 60 $BT/bin/llm_speed $M/tinyllama-$t.gguf --pp 1 --tg 128 --reps 2 --threads ${THREADS:-16} 2>&1 | grep tg)"
+done; done
 echo "done at $((SECONDS-T0)) s"

@@ -366,6 +366,18 @@ QmmIsa qmm_isa() {
 
 namespace {
 
+// the chunks per thread the rows are cut into at least (4; for a decode, CANDLE_QMM_DECODE_SPLIT=1..64,
+// read once, a benchmark's knob: fewer chunks are longer runs for the prefetchers, more balance the
+// threads' loads)
+size_t split_per_thread(size_t m) {
+  static const size_t decode = [] {
+    const char* env = std::getenv("CANDLE_QMM_DECODE_SPLIT");
+    const long v = env ? std::strtol(env, nullptr, 10) : 0;
+    return v >= 1 && v <= 64 ? static_cast<size_t>(v) : size_t{4};
+  }();
+  return m == 1 ? decode : 4;
+}
+
 // The activations quantized, then fn over every weight row on the threads.
 // row_bytes: the bytes of one weight row (a packed group of 16 rows is 16 times that); amx: fn is an
 // AMX kernel (it reads Acts::qs_u8 where m >= kAmxMinRows)
@@ -386,7 +398,7 @@ void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t row_bytes, si
   // most a quarter of a thread's share, so that every thread has work on narrow matrices (k / v)
   const size_t unit_bytes = kRowUnit * row_bytes, units = (n + kRowUnit - 1) / kRowUnit;
   const size_t chunk_bytes = m == 1 ? size_t{512} << 10 : size_t{192} << 10;
-  const size_t per_thread = units / (4 * std::max<size_t>(1, get_num_threads()));
+  const size_t per_thread = units / (split_per_thread(m) * std::max<size_t>(1, get_num_threads()));
   const size_t grain = std::max<size_t>(1, std::min(chunk_bytes / unit_bytes, per_thread));
   auto rows = [&](size_t b, size_t e) {
     fn(wb, row_bytes, b * kRowUnit, std::min(n, e * kRowUnit), buf.acts, y, n);
@@ -474,6 +486,8 @@ const char* qmatmul_cpu_kernel_name(GgmlDType t) {
   QmmIsa isa = qmm_isa();
   if (!kernel_for(t, isa)) return "none";
   if (isa == QmmIsa::Avx2) return qmm::avx2_variant_name();
+  // (the AMX tiles serve only packed weights of their types; every other product runs AVX-512's)
+  if (isa == QmmIsa::Amx && !qmm::amx_packed_kernel(t)) return qmm_isa_name(QmmIsa::Avx512);
   return qmm_isa_name(isa);
 }
 
