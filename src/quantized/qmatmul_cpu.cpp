@@ -54,10 +54,11 @@ const IsaChoice& isa_choice() {
         c.error = std::string("CANDLE_QMATMUL_ISA=") + qmm_isa_name(c.isa) + ": this CPU lacks it";
       return c;
     }
-    c.isa = qmm_isa_supported(QmmIsa::Amx)      ? QmmIsa::Amx
-            : qmm_isa_supported(QmmIsa::Avx512) ? QmmIsa::Avx512
-            : qmm_isa_supported(QmmIsa::Avx2)   ? QmmIsa::Avx2
-                                                : QmmIsa::Scalar;
+    // (not Amx: its tiles are chosen by CANDLE_QMATMUL_ISA=amx until their present form has been
+    // run on an AMX machine; see docs/performance.md)
+    c.isa = qmm_isa_supported(QmmIsa::Avx512) ? QmmIsa::Avx512
+            : qmm_isa_supported(QmmIsa::Avx2) ? QmmIsa::Avx2
+                                              : QmmIsa::Scalar;
     return c;
   }();
   return choice;

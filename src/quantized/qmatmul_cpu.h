@@ -27,8 +27,9 @@ const char* qmatmul_cpu_kernel_name(GgmlDType t);
 
 // The kernel families, lowest first. qmatmul_cpu uses qmatmul_isa(): CANDLE_QMATMUL_ISA=
 // scalar|avx2|avx512|amx (read once; a value that is unknown or that this CPU lacks throws from
-// every call), else the best one this CPU has. Amx is Avx512 with AMX tiles for the packed Q4_0 /
-// Q8_0 weights at m >= 8 (Intel Xeon since Sapphire Rapids, where Linux grants the tile state).
+// every call), else the best one this CPU has up to Avx512. Amx is Avx512 with AMX tiles for the
+// packed Q4_0 / Q8_0 / Q4_K weights at m >= 8 (Intel Xeon since Sapphire Rapids, where Linux grants
+// the tile state); for now only CANDLE_QMATMUL_ISA=amx (or an explicit isa) chooses it.
 enum class QmmIsa { Scalar, Avx2, Avx512, Amx };
 const char* qmm_isa_name(QmmIsa isa);
 bool qmm_isa_supported(QmmIsa isa);
