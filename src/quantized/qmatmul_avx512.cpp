@@ -21,7 +21,7 @@ namespace avx512 {
 #define QMM_PREFILL_C 8
 #define QMM_PACKED_C 8
 #define QMM_PACKED_C_K 4
-#define QMM_PACKED_C_6K 2
+#define QMM_PACKED_C_6K 4
 #define QMM_PACKED_ZMM 1
 
 // The packed kernels' tiles in 512 bits (qmatmul_packed.inc's layouts: a run of 4 bytes of 16 rows is
@@ -135,6 +135,79 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
         const __m512i is = _mm512_sub_epi32(isum[c], _mm512_set1_epi32(a.sums32[at] * (1 << kOffShift)));
         facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a.d[at])), qmm_zi2f(is), facc[c]);
       }
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + 16 * c, facc[c]);
+}
+// Q6_K in 512 bits (the 256-bit tile's integers, qmatmul_packed.inc): a run of 16 rows' 6-bit quants
+// rebuilt per group is one zmm, so each activation quad needs one vpdpbusd per group instead of two
+template <int C>
+QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
+  constexpr size_t kGroupBlock = kPackedQ6kGroupBlock;
+  const size_t nb = a.k / kQK_K, n16 = a.k / 16;
+  const int8_t* xq[C];
+  for (int c = 0; c < C; ++c) xq[c] = a.qs + col[c] * a.k;
+  __m512 facc[C];
+  for (int c = 0; c < C; ++c) facc[c] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + b * kGroupBlock;
+    __m512i isum[C];
+    for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h)
+      for (int half16 = 0; half16 < 2;
+           ++half16) {  // elements 0..15 / 16..31 of each group: sub-blocks 2g, 2g + 1
+        __m512i acc[4][C];
+        for (int g = 0; g < 4; ++g)
+          for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int jj = 0; jj < 4; ++jj) {
+          const int j = 4 * half16 + jj;
+          const uint8_t* run = blk + 288 + 1536 * h + 192 * j;
+          const __m512i A = _mm512_loadu_si512(run), B = _mm512_loadu_si512(run + 64),
+                        H = _mm512_loadu_si512(run + 128);
+          __m512i w[4];
+          w[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+          w[1] = _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
+          w[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 4), m4), _mm512_and_si512(H, m30));
+          w[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(B, 4), m4),
+                                 _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+          for (int c = 0; c < C; ++c)
+            for (int g = 0; g < 4; ++g)
+              acc[g][c] = _mm512_dpbusd_epi32(acc[g][c], w[g],
+                                              qmm_zbcast32(xq[c] + kQK_K * b + 32 * (4 * h + g) + 4 * j));
+        }
+        for (int g = 0; g < 4; ++g) {
+          const int s = 2 * (4 * h + g) + half16;
+          const __m512i sc =
+              _mm512_mask_cvtepi8_epi32(_mm512_setzero_si512(), 0xFFFF,
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * s)));
+          for (int c = 0; c < C; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(acc[g][c], sc));
+        }
+      }
+    // 32 * sum_s sc_s * bs16_s, by pairs of sub-blocks (int16 pairs per row lane)
+    __m512i off[C];
+    for (int c = 0; c < C; ++c) off[c] = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {
+      const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * (2 * p)));
+      const __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * (2 * p + 1)));
+      // lane r: (sc_2p, sc_2p+1) of row r as int16
+      const __m512i pr =
+          _mm512_mask_cvtepi8_epi16(_mm512_setzero_si512(), 0xFFFFFFFFu,
+                                    _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(s0, s1)),
+                                                            _mm_unpackhi_epi8(s0, s1), 1));
+      for (int c = 0; c < C; ++c) {
+        const int16_t* s16 = a.sums16 + col[c] * n16 + 16 * b + 2 * p;
+        const __m512i bs = _mm512_set1_epi32(static_cast<int32_t>(
+            static_cast<uint16_t>(s16[0]) | (static_cast<uint32_t>(static_cast<uint16_t>(s16[1])) << 16)));
+        off[c] = _mm512_add_epi32(off[c], _mm512_madd_epi16(pr, bs));
+      }
+    }
+    const __m512 dw = qmm_zh2f16(blk);
+    for (int c = 0; c < C; ++c) {
+      const __m512 dx = _mm512_set1_ps(a.d[col[c] * nb + b]);
+      const __m512i is = _mm512_sub_epi32(isum[c], _mm512_mullo_epi32(off[c], _mm512_set1_epi32(32)));
+      facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(is), facc[c]);
     }
   }
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + 16 * c, facc[c]);
