@@ -349,12 +349,15 @@ bool isa_supported_uncached(QmmIsa isa) {
 bool qmm_isa_supported(QmmIsa isa) {
   static const bool avx2 = isa_supported_uncached(QmmIsa::Avx2);
   static const bool avx512 = isa_supported_uncached(QmmIsa::Avx512);
-  static const bool amx = isa_supported_uncached(QmmIsa::Amx);
   switch (isa) {
     case QmmIsa::Scalar: return true;
     case QmmIsa::Avx2: return avx2;
     case QmmIsa::Avx512: return avx512;
-    case QmmIsa::Amx: return amx;
+    case QmmIsa::Amx: {
+      // (asked for only where wanted: it requests the tile state from the kernel)
+      static const bool amx = isa_supported_uncached(QmmIsa::Amx);
+      return amx;
+    }
   }
   return false;
 }
