@@ -1,6 +1,7 @@
 // qmatmul_cpu's AMX kernels (qmatmul_amx.inc: Q4_0 / Q8_0 packed weights, m >= kAmxMinRows) with the
 // tile instructions, and the check that this CPU and kernel let the process use them.
 #include "quantized/qmatmul_kernels.h"
+#include "quantized/qmatmul_zmm.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

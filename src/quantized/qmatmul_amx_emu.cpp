@@ -5,6 +5,7 @@
 // the products of 4 unsigned bytes of A's row with 4 signed bytes of B's column, over A's colsb / 4
 // quads.
 #include "quantized/qmatmul_kernels.h"
+#include "quantized/qmatmul_zmm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -3,6 +3,7 @@
 // 32-element block types, and a 512-bit one for IQ4_XS's m > 1. Selected only where the CPU has
 // avx512f/bw/vl/vnni.
 #include "quantized/qmatmul_kernels.h"
+#include "quantized/qmatmul_zmm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -27,29 +28,6 @@ namespace avx512 {
 // The packed kernels' tiles in 512 bits (qmatmul_packed.inc's layouts: a run of 4 bytes of 16 rows is
 // one zmm, so one vpdpbusd per run and activation row, and the 16 rows' outputs one vector): the
 // same integers and float chain per lane as the 256-bit tiles, so the same bits.
-#define QMM_ZINLINE QMM_TARGET __attribute__((always_inline)) inline
-QMM_ZINLINE __m512i qmm_zbcast32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-// (conversions with an explicit source: GCC 12 warns on the ones that start from an undefined vector)
-QMM_ZINLINE __m512 qmm_zh2f16(const uint8_t* p) {
-  return _mm512_mask_cvtph_ps(_mm512_setzero_ps(), 0xFFFF,
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-QMM_ZINLINE __m512 qmm_zi2f(__m512i v) { return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), 0xFFFF, v); }
-// 16 bytes to 16 int32 (zero-extended)
-QMM_ZINLINE __m512i qmm_zu8(const uint8_t* p) {
-  return _mm512_mask_cvtepu8_epi32(_mm512_setzero_si512(), 0xFFFF,
-                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-// 32 bytes to 32 int16 (zero-extended)
-QMM_ZINLINE __m512i qmm_zu8_16(const uint8_t* p) {
-  return _mm512_mask_cvtepu8_epi16(_mm512_setzero_si512(), 0xFFFFFFFFu,
-                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
 template <GgmlDType T, int C>
 QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
   constexpr size_t kGroupBlock =
@@ -115,14 +93,11 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
       for (int p = 0; p < 4; ++p) {
         const __m512i mn = qmm_zu8_16(blk + 192 + 32 * p);
         for (int c = 0; c < C; ++c) {
-          const int32_t* s32 = a.sums32 + col[c] * n32 + 8 * b + 2 * p;
-          const __m512i bs = _mm512_set1_epi32(static_cast<int32_t>(
-              (static_cast<uint32_t>(s32[0]) & 0xFFFFu) | (static_cast<uint32_t>(s32[1]) << 16)));
+          const __m512i bs = qmm_zpair16(a.sums32 + col[c] * n32 + 8 * b + 2 * p);
           msum[c] = _mm512_add_epi32(msum[c], _mm512_madd_epi16(mn, bs));
         }
       }
-      const __m512 mc = _mm512_castsi512_ps(_mm512_xor_si512(
-          _mm512_castps_si512(qmm_zh2f16(blk + 32)), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+      const __m512 mc = qmm_zneg_h2f16(blk + 32);
       for (int c = 0; c < C; ++c) {
         const __m512 dx = _mm512_set1_ps(a.d[col[c] * nb + b]);
         facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(isum[c]), facc[c]);
@@ -212,8 +187,6 @@ QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const
   }
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + 16 * c, facc[c]);
 }
-#undef QMM_ZINLINE
-
 #include "quantized/qmatmul_simd.inc"
 #undef QMM_PACKED_C
 #undef QMM_PACKED_C_K
