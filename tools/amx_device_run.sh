@@ -3,6 +3,8 @@
 # the kernels against ggml's with AMX and with it off (CANDLE_QMATMUL_ISA=avx512), then the LLM
 # bench beside llama.cpp (which uses AMX there too). Carry .devdeps-llm (see docs/performance.md):
 #   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/amx_device_run.sh
+# Options (environment): QM, QTYPES, TYPES, THREADS, KERN7B=1 (issue 14's 7B-shape table, every type),
+# SKIP_BENCH=1 (no LLM table beside llama.cpp), SPLITS / SPLIT_TYPES (the decode split).
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -20,11 +22,17 @@ for isa in amx avx512; do
     --rounds 3 --types ${QTYPES:-q4_0,q8_0,q4_k} --shapes 2048x2048,5632x2048,2048x5632 --m ${QM:-16,128,512} 2>&1 | tail -n +2 | tee -a $OUT/kernels.log
 done
 echo "kernels at $((SECONDS-T0)) s"
+# issue 14's table at 16 threads: LLaMA-7B's shapes, every benchmarked type, the default ISA
+if [ "${KERN7B:-0}" = 1 ]; then
+  timeout 200 $BT/bin/qmatmul_vs_ggml --lib-dir $CANDLE_LLAMA_LIB_DIR --threads ${THREADS:-16} --rounds 3 \
+    --types q4_0,q8_0,q4_k,q6_k,iq4_xs --m 1,128,512 2>&1 | tee $OUT/kernels7b.log
+  echo "7B kernels at $((SECONDS-T0)) s"
+fi
 M=/tmp/models; mkdir -p $M
 for t in ${TYPES:-q4_0 q8_0 q4_k_m}; do
   [ -f $M/tinyllama-$t.gguf ] || $BT/bin/candle-make-random-llama $M/tinyllama-$t.gguf --shape tinyllama --type $t > /dev/null 2>&1
 done
-timeout ${BENCH_TIMEOUT:-300} python3 tools/bench_llm_vs_llamacpp.py --llm-speed $BT/bin/llm_speed $M/tinyllama-*.gguf \
+[ "${SKIP_BENCH:-0}" = 1 ] || timeout ${BENCH_TIMEOUT:-300} python3 tools/bench_llm_vs_llamacpp.py --llm-speed $BT/bin/llm_speed $M/tinyllama-*.gguf \
   --threads ${THREADS:-16} --pp ${PP:-128,512} --tg ${TG:-128} --reps ${REPS:-2} --json $OUT/llm_bench.json 2>&1 | tee $OUT/llm_bench.log | tail -n 8
 for t in ${TYPES:-q4_0 q8_0 q4_k_m}; do for isa in amx avx512; do
   echo "$t $isa: $(CANDLE_QMATMUL_ISA=$isa timeout 60 $BT/bin/llm_speed $M/tinyllama-$t.gguf --pp 512 --tg 0 --reps 2 --threads ${THREADS:-16} 2>&1 | grep BENCH)"

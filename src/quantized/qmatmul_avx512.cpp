@@ -30,15 +30,23 @@ namespace avx512 {
 // same integers and float chain per lane as the 256-bit tiles, so the same bits.
 template <GgmlDType T, int C>
 QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
-  constexpr size_t kGroupBlock =
-      T == GgmlDType::Q4K ? kPackedQ4kGroupBlock : kPackRows * BlockTraits<T>::kBytes;
-  constexpr size_t kQK = T == GgmlDType::Q4K ? kQK_K : 32;
+  // Q4_K and IQ4_XS share the layout of the nibbles (qmatmul_pack.cpp); IQ4_XS's are table indices
+  constexpr bool kSuper = T == GgmlDType::Q4K || T == GgmlDType::IQ4_XS, kIq = T == GgmlDType::IQ4_XS;
+  constexpr size_t kGroupBlock = T == GgmlDType::Q4K      ? kPackedQ4kGroupBlock
+                                 : T == GgmlDType::IQ4_XS ? kPackedIq4xsGroupBlock
+                                                          : kPackRows * BlockTraits<T>::kBytes;
+  constexpr size_t kQK = kSuper ? kQK_K : 32;
   const size_t nb = a.k / kQK, n32 = a.k / 32;
   const int8_t* xq[C];
   for (int c = 0; c < C; ++c) xq[c] = a.qs + col[c] * a.k;
   __m512 facc[C];
   for (int c = 0; c < C; ++c) facc[c] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // IQ4_XS: the levels + 128 (unsigned for vpdpbusd; 128 x the activations' sums come off below)
+  const __m512i levels = _mm512_xor_si512(
+      _mm512_mask_broadcast_i32x4(_mm512_setzero_si512(), 0xFFFF,
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+      _mm512_set1_epi8(static_cast<char>(0x80)));
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * kGroupBlock;
     __m512i isum[C];
@@ -64,44 +72,63 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
           isum[c] = _mm512_dpbusd_epi32(isum[c], v, qmm_zbcast32(xq[c] + 32 * b + 4 * j));
       }
     } else {
-      static_assert(T == GgmlDType::Q4K);
+      static_assert(kSuper);
       for (int p = 0; p < 4; ++p) {
         __m512i acc0[C], acc1[C];
         for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm512_setzero_si512();
-        const uint8_t* q = blk + 320 + 512 * p;
+        const uint8_t* q = blk + (kIq ? 160 : 320) + 512 * p;
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
           const __m512i v = _mm512_loadu_si512(q + 64 * j);
-          const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          if constexpr (kIq) {
+            lo = _mm512_shuffle_epi8(levels, lo);
+            hi = _mm512_shuffle_epi8(levels, hi);
+          }
           for (int c = 0; c < C; ++c) {
             const int8_t* x = xq[c] + kQK_K * b + 64 * p + 4 * j;
             acc0[c] = _mm512_dpbusd_epi32(acc0[c], lo, qmm_zbcast32(x));
             acc1[c] = _mm512_dpbusd_epi32(acc1[c], hi, qmm_zbcast32(x + 32));
           }
         }
-        const __m512i s0 = qmm_zu8(blk + 64 + 16 * (2 * p));
-        const __m512i s1 = qmm_zu8(blk + 64 + 16 * (2 * p + 1));
+        __m512i s0, s1;
+        if constexpr (kIq) {
+          const __m512i pr = qmm_zs8_16(blk + 32 + 32 * p);
+          s0 = qmm_zlo16(pr);
+          s1 = qmm_zhi16(pr);
+        } else {
+          s0 = qmm_zu8(blk + 64 + 16 * (2 * p));
+          s1 = qmm_zu8(blk + 64 + 16 * (2 * p + 1));
+        }
         for (int c = 0; c < C; ++c)
           isum[c] = _mm512_add_epi32(
               isum[c], _mm512_add_epi32(_mm512_mullo_epi32(acc0[c], s0), _mm512_mullo_epi32(acc1[c], s1)));
       }
     }
     const __m512 dw = qmm_zh2f16(blk);
-    if constexpr (T == GgmlDType::Q4K) {
+    if constexpr (kSuper) {
+      // Q4_K: the mins' sum msum; IQ4_XS: sum_s sc_s * (the activations' 32-sums), 128 times which
+      // the unsigned levels added to isum
       __m512i msum[C];
       for (int c = 0; c < C; ++c) msum[c] = _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p) {
-        const __m512i mn = qmm_zu8_16(blk + 192 + 32 * p);
+        const __m512i mn = kIq ? qmm_zs8_16(blk + 32 + 32 * p) : qmm_zu8_16(blk + 192 + 32 * p);
         for (int c = 0; c < C; ++c) {
           const __m512i bs = qmm_zpair16(a.sums32 + col[c] * n32 + 8 * b + 2 * p);
           msum[c] = _mm512_add_epi32(msum[c], _mm512_madd_epi16(mn, bs));
         }
       }
-      const __m512 mc = qmm_zneg_h2f16(blk + 32);
+      [[maybe_unused]] const __m512 mc = kIq ? dw : qmm_zneg_h2f16(blk + 32);
       for (int c = 0; c < C; ++c) {
         const __m512 dx = _mm512_set1_ps(a.d[col[c] * nb + b]);
-        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(isum[c]), facc[c]);
-        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(mc, dx), qmm_zi2f(msum[c]), facc[c]);
+        if constexpr (kIq) {
+          const __m512i is =
+              _mm512_sub_epi32(isum[c], _mm512_mask_slli_epi32(_mm512_setzero_si512(), 0xFFFF, msum[c], 7));
+          facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(is), facc[c]);
+        } else {
+          facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(isum[c]), facc[c]);
+          facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(mc, dx), qmm_zi2f(msum[c]), facc[c]);
+        }
       }
     } else {
       constexpr int kOffShift = T == GgmlDType::Q4_0 ? 3 : 7;

@@ -11,6 +11,10 @@
 //        then for half h = 0..1 and j = 0..7, three runs of 4 bytes per row: ql[64h + 4j..],
 //        ql[64h + 32 + 4j..] and qh[32h + 4j..] (the 4 groups of 32 of that half at element 4j..),
 //        at 288 + 1536h + 192j + {0, 64, 128} + 4r
+//   IQ4_XS (2208 bytes): the 16 f16 d; the scales less 32 (int8) as pairs (sc[2p], sc[2p + 1]) of
+//        each row at 32 + 32p + 2r; then for pair p = 0..3 and j = 0..7, 4 bytes per row holding
+//        elements 4j..4j+3 of sub-block 2p (low nibbles) and of sub-block 2p + 1 (high nibbles), at
+//        160 + 512p + 64j + 4r (Q4_K's order; IQ4_XS's own puts a sub-block's halves in the nibbles)
 #include <cstring>
 #include <string>
 
@@ -69,16 +73,38 @@ void pack_q6k(const uint8_t* const* src, uint8_t* o) {
   }
 }
 
+void pack_iq4xs(const uint8_t* const* src, uint8_t* o) {
+  for (size_t r = 0; r < R; ++r) {
+    BlockIQ4_XS b;
+    std::memcpy(&b, src[r], sizeof b);
+    std::memcpy(o + 2 * r, &b.d, 2);
+    for (int s = 0; s < 8; ++s)
+      o[32 + 32 * (s / 2) + 2 * r + s % 2] =
+          static_cast<uint8_t>(static_cast<int8_t>(qmm::iq4xs_scale(b, s) - 32));
+    // element e of sub-block s: nibble e / 16 of qs[16s + e % 16]
+    const auto q = [&](int s, int e) { return (b.qs[16 * s + e % 16] >> (4 * (e / 16))) & 0xF; };
+    for (size_t p = 0; p < 4; ++p)
+      for (size_t j = 0; j < 8; ++j)
+        for (size_t i = 0; i < 4; ++i) {
+          const int e = static_cast<int>(4 * j + i);
+          o[160 + 512 * p + 64 * j + 4 * r + i] =
+              static_cast<uint8_t>(q(static_cast<int>(2 * p), e) | (q(static_cast<int>(2 * p + 1), e) << 4));
+        }
+  }
+}
+
 }  // namespace
 
 size_t qmm_packed_row_bytes(GgmlDType t, size_t k) {
   if (t == GgmlDType::Q4K) return k / kQK_K * (qmm::kPackedQ4kGroupBlock / R);
   if (t == GgmlDType::Q6K) return k / kQK_K * (qmm::kPackedQ6kGroupBlock / R);
+  if (t == GgmlDType::IQ4_XS) return k / kQK_K * (qmm::kPackedIq4xsGroupBlock / R);
   return ggml_row_bytes(t, k);
 }
 
 void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
-  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0 && t != GgmlDType::Q4K && t != GgmlDType::Q6K)
+  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0 && t != GgmlDType::Q4K && t != GgmlDType::Q6K &&
+      t != GgmlDType::IQ4_XS)
     throw Error(ErrorKind::UnsupportedOp,
                 "qmm_pack: " + std::string(ggml_dtype_name(t)) + " has no packed layout");
   const size_t bs = ggml_block_size(t), block = ggml_type_size(t);
@@ -100,6 +126,8 @@ void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
           pack_q4k(rows, o);
         else if (t == GgmlDType::Q6K)
           pack_q6k(rows, o);
+        else if (t == GgmlDType::IQ4_XS)
+          pack_iq4xs(rows, o);
         else
           pack_legacy(rows, block, o);
       }

@@ -42,6 +42,19 @@ QMM_ZINLINE __m512i qmm_zu8_16(const uint8_t* p) {
   return _mm512_mask_cvtepu8_epi16(_mm512_setzero_si512(), 0xFFFFFFFFu,
                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+// 32 bytes to 32 int16 (sign-extended)
+QMM_ZINLINE __m512i qmm_zs8_16(const uint8_t* p) {
+  return _mm512_mask_cvtepi8_epi16(_mm512_setzero_si512(), 0xFFFFFFFFu,
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// the low / high int16 of each 32-bit lane, sign-extended to int32
+QMM_ZINLINE __m512i qmm_zlo16(__m512i v) {
+  const __m512i z = _mm512_setzero_si512();
+  return _mm512_mask_srai_epi32(z, 0xFFFF, _mm512_mask_slli_epi32(z, 0xFFFF, v, 16), 16);
+}
+QMM_ZINLINE __m512i qmm_zhi16(__m512i v) {
+  return _mm512_mask_srai_epi32(_mm512_setzero_si512(), 0xFFFF, v, 16);
+}
 // two activation sums of 32 (each within int16) as an int16 pair broadcast to every lane, against
 // the K types' min pairs with vpmaddwd
 QMM_ZINLINE __m512i qmm_zpair16(const int32_t* s) {
