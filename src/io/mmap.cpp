@@ -62,17 +62,36 @@ MmapedFile::~MmapedFile() {
 void MmapedFile::release(const void* p, size_t n) const {
 #ifdef MADV_PAGEOUT
   if (n == 0 || !contains(p, n)) return;
-  // Whole 2 MiB spans of the file: the page cache holds large folios (up to 2 MiB, aligned in the
-  // file) and keeps one that a range covers only in part, so page-rounded ranges of unaligned
-  // tensors left ~1 MiB each resident (measured: 300 of 2100 MiB for 5 MB ranges). The span
-  // where the range ends is left to the range after it (the next tensor in the file, not yet
-  // read in a pass in file order), unless the range ends the file.
   constexpr size_t kSpan = size_t(2) << 20;
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t off = static_cast<size_t>(static_cast<const std::byte*>(p) - data_);
-  const size_t b = off / kSpan * kSpan;
-  const size_t e = off + n == size_ ? (size_ + page - 1) / page * page : (off + n) / kSpan * kSpan;
-  if (e > b) ::madvise(data_ + b, e - b, MADV_PAGEOUT);
+  std::lock_guard lock(release_mu_);
+  // merge [off, off + n) into the released ranges
+  size_t b = off, e = off + n;
+  auto it = released_.upper_bound(b);
+  if (it != released_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second >= b) {
+      b = prev->first;
+      e = std::max(e, prev->second);
+      released_.erase(prev);
+    }
+  }
+  while (it != released_.end() && it->first <= e) {
+    e = std::max(e, it->second);
+    it = released_.erase(it);
+  }
+  released_[b] = e;
+  if (span_out_.empty()) span_out_.assign((size_ + kSpan - 1) / kSpan, false);
+  // the spans this range touches that are now released throughout
+  for (size_t s = off / kSpan; s <= (off + n - 1) / kSpan; ++s) {
+    if (span_out_[s]) continue;
+    const size_t sb = s * kSpan, se = std::min(sb + kSpan, size_);
+    auto c = released_.upper_bound(sb);
+    if (c == released_.begin() || std::prev(c)->second < se) continue;
+    ::madvise(data_ + sb, (se - sb + page - 1) / page * page, MADV_PAGEOUT);
+    span_out_[s] = true;
+  }
 #else
   (void)p;
   (void)n;

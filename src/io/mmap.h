@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace candle::io {
 
@@ -25,12 +28,13 @@ class MmapedFile {
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   // Whether [p, p + n) lies inside the mapping.
   bool contains(const void* p, size_t n) const;
-  // Tells the system that the pages under [p, p + n) (inside the mapping) are done with: they
-  // leave the process's resident memory and are read from the file again on the next access
-  // (MADV_PAGEOUT: nothing changes for the tensors that view them, written copy-on-write pages
-  // included). In whole 2 MiB spans of the file: from the one holding p up to the one holding
-  // p + n, which is left to the range that follows (unless the range ends the file), so that a
-  // pass in file order drops everything. Best effort: a system without it keeps the pages.
+  // Tells the system that the bytes [p, p + n) (inside the mapping) are done with. The page cache
+  // holds large folios (up to 2 MiB, aligned in the file) and keeps one that is released only in
+  // part, so the file's pages leave the process's resident memory by whole 2 MiB spans: each span
+  // once every byte of it has been released, by this call or earlier ones, in any order
+  // (MADV_PAGEOUT; the pages are read from the file again on the next access, so nothing changes
+  // for the tensors that view them, written copy-on-write pages included). Thread-safe. Best
+  // effort: a system without MADV_PAGEOUT keeps the pages.
   void release(const void* p, size_t n) const;
 
  private:
@@ -39,6 +43,9 @@ class MmapedFile {
   std::string path_;
   std::byte* data_;
   size_t size_;
+  mutable std::mutex release_mu_;
+  mutable std::map<size_t, size_t> released_;  // the released bytes: disjoint [begin, end), merged
+  mutable std::vector<bool> span_out_;         // the 2 MiB spans already paged out
 };
 
 // Writes a file under a temporary name next to `path` ("<path>.tmp-XXXXXX") and renames

@@ -77,17 +77,23 @@ quantized::QTensor qtensor(const gg::Content& ct, const std::string& name, const
   return ct.tensor(name, dev);
 }
 
+// a copy in f32 (the file's pages of the tensor released: MmapedFile::release pages out a span once
+// all of its tensors are)
 Tensor dense(const gg::Content& ct, const std::string& name, const Shape& shape, const Device& dev) {
-  return qtensor(ct, name, shape, dev).dequantize(dev);
+  Tensor t = qtensor(ct, name, shape, dev).dequantize(dev);
+  ct.release(name);
+  return t;
 }
 
 // A projection of blocks that stay where they are (a copy made for this rank), or, with `repacked`
 // (blocks viewed in the mapped file), repacked for the CPU's kernels where they have a packed
 // layout (QMatMul::from_arc_repacked: forward reads only the copy).
-detail::Proj proj_of(const quantized::QTensor& w, bool repacked = false) {
+detail::Proj proj_of(const quantized::QTensor& w, const gg::Content* repacked_from = nullptr) {
   auto arc = std::make_shared<const quantized::QTensor>(w);
-  return {repacked ? quantized::QMatMul::from_arc_repacked(std::move(arc))
-                   : quantized::QMatMul::from_arc(std::move(arc)),
+  if (!repacked_from) return {quantized::QMatMul::from_arc(std::move(arc)), std::nullopt};
+  // the file's pages go part by part as they are copied (a large output head never doubles)
+  return {quantized::QMatMul::from_arc_repacked(
+              std::move(arc), [repacked_from](const void* p, size_t n) { repacked_from->release(p, n); }),
           std::nullopt};
 }
 
@@ -104,7 +110,7 @@ void release_if_repacked(const gg::Content& ct, const std::string& name,
 
 detail::Proj proj(const gg::Content& ct, const std::string& name, const Shape& shape, const Device& dev,
                   bool bias = false) {
-  detail::Proj p = proj_of(qtensor(ct, name + ".weight", shape, dev), true);
+  detail::Proj p = proj_of(qtensor(ct, name + ".weight", shape, dev), &ct);
   release_if_repacked(ct, name + ".weight", {&p});
   if (bias) p.bias = dense(ct, name + ".bias", Shape{shape.dims()[0]}, dev);
   return p;
@@ -123,12 +129,12 @@ detail::MoeMlp moe_layer(const gg::Content& ct, const std::string& b, size_t exp
   const auto [m0, mn] = tp.share(ffn, "expert_feed_forward_length");
   for (size_t e = 0; e < experts; ++e) {
     if (tp.world == 1) {
-      m.gate.push_back(proj_of(g.get(e, dev), true));
-      m.up.push_back(proj_of(u.get(e, dev), true));
-      m.down.push_back(proj_of(d.get(e, dev), true));
+      m.gate.push_back(proj_of(g.get(e, dev), &ct));
+      m.up.push_back(proj_of(u.get(e, dev), &ct));
+      m.down.push_back(proj_of(d.get(e, dev), &ct));
     } else {  // this rank's intermediate rows: gate / up rows, down columns
-      m.gate.push_back(proj_of(g.get(e, cpu).narrow(m0, mn, dev), true));
-      m.up.push_back(proj_of(u.get(e, cpu).narrow(m0, mn, dev), true));
+      m.gate.push_back(proj_of(g.get(e, cpu).narrow(m0, mn, dev), &ct));
+      m.up.push_back(proj_of(u.get(e, cpu).narrow(m0, mn, dev), &ct));
       m.down.push_back(proj_of(d.get(e, cpu).narrow_cols(m0, mn, dev)));
     }
   }
@@ -278,7 +284,7 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
   auto col = [&](const std::string& name, const Shape& full, size_t start, size_t n, bool bias) {
     if (tp.world == 1) return proj(ct, name, full, device, bias);
     detail::Proj pr =
-        proj_of(qtensor(ct, name + ".weight", full, Device::cpu()).narrow(start, n, device), true);
+        proj_of(qtensor(ct, name + ".weight", full, Device::cpu()).narrow(start, n, device), &ct);
     release_if_repacked(ct, name + ".weight", {&pr});
     if (bias)
       pr.bias = dense(ct, name + ".bias", Shape{full.dims()[0]}, Device::cpu())
@@ -302,13 +308,13 @@ ModelWeights ModelWeights::from_gguf(const gg::Content& ct, const Device& device
       // fused projections: attn_qkv rows are q, k, v; ffn_up rows are gate, up
       const quantized::QTensor qkv =
           qtensor(ct, b + "attn_qkv.weight", Shape{(heads + 2 * kv_heads) * hd, dim}, Device::cpu());
-      q = proj_of(qkv.narrow(tp.q_head0 * hd, tp.heads * hd, device), true);
-      k = proj_of(qkv.narrow((heads + tp.kv_head0) * hd, tp.kv_heads * hd, device), true);
-      v = proj_of(qkv.narrow((heads + kv_heads + tp.kv_head0) * hd, tp.kv_heads * hd, device), true);
+      q = proj_of(qkv.narrow(tp.q_head0 * hd, tp.heads * hd, device), &ct);
+      k = proj_of(qkv.narrow((heads + tp.kv_head0) * hd, tp.kv_heads * hd, device), &ct);
+      v = proj_of(qkv.narrow((heads + kv_heads + tp.kv_head0) * hd, tp.kv_heads * hd, device), &ct);
       release_if_repacked(ct, b + "attn_qkv.weight", {&*q, &*k, &*v});
       const quantized::QTensor gu = qtensor(ct, b + "ffn_up.weight", Shape{2 * ffn, dim}, Device::cpu());
-      gate = proj_of(gu.narrow(f0, fn, device), true);
-      up = proj_of(gu.narrow(ffn + f0, fn, device), true);
+      gate = proj_of(gu.narrow(f0, fn, device), &ct);
+      up = proj_of(gu.narrow(ffn + f0, fn, device), &ct);
       release_if_repacked(ct, b + "ffn_up.weight", {&*gate, &*up});
     } else {
       q = col(b + "attn_q", Shape{heads * hd, dim}, tp.q_head0 * hd, tp.heads * hd, qwen2);

@@ -351,6 +351,18 @@ Content Content::read(const std::string& path) {
   c.mapped_ = true;
   c.file_ = bytes;
   c.label_ = path;
+  // the bytes outside every tensor (the header, the padding) count as released, so that a span
+  // is paged out once its tensors are (MmapedFile::release)
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const auto& [name, t] : c.tensor_infos)
+    ranges.emplace_back(c.tensor_data_offset + t.offset, c.tensor_data_offset + t.offset + t.size_in_bytes());
+  std::sort(ranges.begin(), ranges.end());
+  size_t at = 0;
+  for (const auto& [b, e] : ranges) {
+    if (b > at) mapping->release(mapping->data() + at, b - at);
+    at = std::max(at, e);
+  }
+  if (at < mapping->size()) mapping->release(mapping->data() + at, mapping->size() - at);
   return c;
 }
 
@@ -390,6 +402,10 @@ void Content::release(const std::string& name) const {
   if (!mapped_) return;
   const QTensor t = tensor(name);  // checks the name and the range
   static_cast<const io::MmapedFile*>(owner_.get())->release(t.data().data(), t.data().size());
+}
+
+void Content::release(const void* p, size_t n) const {
+  if (mapped_) static_cast<const io::MmapedFile*>(owner_.get())->release(p, n);
 }
 
 const Value* Content::find(const std::string& key) const {

@@ -4,6 +4,7 @@
 // multiply there (counted in backend_stats() as "qmatmul_dequantize").
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -14,7 +15,8 @@
 #include "candle/custom_op.h"
 #include "candle/error.h"
 #include "candle/quantized/quantized.h"
-#include "qmatmul_cpu.h"
+#include "quantized/qmatmul_cpu.h"
+#include "quantized/qmatmul_kernels.h"
 
 namespace candle::quantized {
 
@@ -122,7 +124,8 @@ std::shared_ptr<const uint8_t> packed_alloc(size_t bytes) {
 
 }  // namespace
 
-QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w) {
+QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w,
+                                   const std::function<void(const void*, size_t)>& packed) {
   QMatMul q = from_arc(std::move(w));
   static const bool enabled = [] {
     const char* e = std::getenv("CANDLE_QMM_REPACK");
@@ -135,7 +138,15 @@ QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w) {
   const size_t bytes = qmm_packed_row_bytes(t->dtype(), k) * n;
   q.packed_ = packed_alloc(bytes);
   void* p = const_cast<uint8_t*>(q.packed_.get());
-  qmm_pack(t->dtype(), t->data().data(), n, k, p);
+  // in parts of about 4 MiB of blocks (whole 16-row groups), each handed to `packed` once copied
+  const size_t row = ggml_row_bytes(t->dtype(), k), prow = qmm_packed_row_bytes(t->dtype(), k);
+  const size_t part = std::max<size_t>(1, (size_t{4} << 20) / (row * qmm::kPackRows)) * qmm::kPackRows;
+  const uint8_t* src = t->data().data();
+  for (size_t r0 = 0; r0 < n; r0 += part) {
+    const size_t rows = std::min(part, n - r0);
+    qmm_pack(t->dtype(), src + r0 * row, rows, k, static_cast<uint8_t*>(p) + r0 * prow);
+    if (packed) packed(src + r0 * row, rows * row);
+  }
   return q;
 }
 

@@ -1,10 +1,13 @@
 // GGUF v3 write: round trips, the layout (alignment, padding), atomic replacement, refused
 // inputs, and interop with llama.cpp's reader (tools/gguf_interop.py).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "candle/quantized/gguf_file.h"
@@ -319,6 +322,61 @@ TEST(GgufWrite, ReleasedTensorsReadTheSame) {
                            ts[2].second.data().end()));
   }
   EXPECT_EQ(error_of([&] { mapped.release("nope"); }), dir.file("m.gguf") + ": no tensor 'nope'");
+}
+
+// the resident bytes of the mapping that holds p (/proc/self/smaps), or -1 where unknown
+long resident_kib(const void* p) {
+  std::ifstream f("/proc/self/smaps");
+  std::string line;
+  bool in = false;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(f, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      in = a >= lo && a < hi;
+    } else if (in && line.rfind("Rss:", 0) == 0) {
+      return std::strtol(line.c_str() + 4, nullptr, 10);
+    }
+  }
+  return -1;
+}
+
+// The file's pages go by 2 MiB spans once every tensor in a span is released, in any order: 6 MiB
+// of tensors read and released last to first leave almost nothing resident (the old rule paged
+// out each range's spans but the last, left to the range after it in the file: read and released
+// before, that range left the span to this one, which had faulted it in again)
+TEST(GgufWrite, ReleaseInAnyOrderDropsTheFile) {
+  TempDir dir;
+  TensorList ts;
+  for (int i = 0; i < 6; ++i)
+    ts.push_back({std::string(1, 't') + char('0' + i),
+                  qtensor(pattern((size_t{1} << 20) + 4096 * i, uint8_t(i)),
+                          Shape({(size_t{1} << 18) + 1024 * i}), GgmlDType::F32)});
+  write(dir.file("big.gguf"), {}, ts);
+  Content c = Content::read(dir.file("big.gguf"));
+  const void* at = c.tensor("t0").data().data();
+  // as a loader does: each tensor read (every page in memory), copied, released; last to first
+  uint64_t sum = 0;
+  long most = 0;
+  for (auto it = ts.rbegin(); it != ts.rend(); ++it) {
+    for (uint8_t b : c.tensor(it->first).data()) sum += b;
+    most = std::max(most, resident_kib(at));
+    c.release(it->first);
+  }
+  if (most < 1024) GTEST_SKIP() << "the mapping's resident size is not readable here (" << most << " KiB)";
+  const long after = resident_kib(at);
+  if (after > 512) {
+    // MADV_PAGEOUT may do nothing on this system: then every page stays, whatever the rule
+    auto* base = static_cast<const uint8_t*>(at) - c.tensor_data_offset - c.tensor_infos.at("t0").offset;
+    madvise(const_cast<uint8_t*>(base), std::filesystem::file_size(dir.file("big.gguf")), MADV_PAGEOUT);
+    const long control = resident_kib(at);
+    if (control >= after) GTEST_SKIP() << "MADV_PAGEOUT pages nothing out here";
+  }
+  EXPECT_LE(after, 512) << "resident KiB at most " << most << " (sum " << sum << ")";
+  for (const auto& [name, t] : ts) {  // and the tensors read the same
+    QTensor r = c.tensor(name);
+    EXPECT_TRUE(std::equal(r.data().begin(), r.data().end(), t.data().begin(), t.data().end())) << name;
+  }
 }
 
 TEST(GgufWrite, HonoursGeneralAlignment) {

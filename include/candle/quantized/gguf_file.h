@@ -159,10 +159,13 @@ class Content {
   QTensor tensor(const std::string& name, const Device& device = Device::cpu()) const;
   // Tells the system that the blocks of tensor `name` in a file read() mapped are done with for
   // now: their pages leave the process's resident memory and are read again on the next access;
-  // QTensors that view them stay valid. For one pass over a model larger than memory (the last
-  // 2 MiB or less go with the tensor that follows it in the file). Nothing happens for a Content
-  // read from a buffer.
+  // QTensors that view them stay valid. The file goes out by 2 MiB spans, each once all of its
+  // tensors are released (in any order; the header and padding count as released). For one pass
+  // over a model larger than memory, and for weights a loader copied. Nothing happens for a
+  // Content read from a buffer. The second form: the bytes [p, p + n) of the file (a part of a
+  // tensor's blocks), nothing where they lie outside it.
   void release(const std::string& name) const;
+  void release(const void* p, size_t n) const;
   // The value of `key`, or Error(InvalidArgument) naming the key; find: nullptr when absent.
   const Value& get(const std::string& key) const;
   const Value* find(const std::string& key) const;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <variant>
@@ -84,12 +85,15 @@ class QMatMul {
   static QMatMul from_qtensor(const QTensor& w);
   static QMatMul from_arc(std::shared_ptr<const QTensor> w);
   // from_arc, and on the CPU the blocks also copied once into the interleaved layout of the SIMD
-  // kernels where there is one (Q4_0, Q8_0, Q4_K and Q6_K with a multiple of 16 rows, on AVX2 and
-  // up; 1.2-2.7x faster than the plain blocks for 512 activation rows, 1.7-3.1x for one, at 2
-  // threads on Zen 4, qmatmul_vs_ggml --packed 0|1): forward() then reads only the copy, so a caller whose
-  // weight lies in a mapped file may drop those pages (the GGUF loaders do). CANDLE_QMM_REPACK=0
-  // turns it off.
-  static QMatMul from_arc_repacked(std::shared_ptr<const QTensor> w);
+  // kernels where there is one (Q4_0, Q8_0, Q4_K, Q6_K and IQ4_XS with a multiple of 16 rows, on
+  // AVX2 and up; 1.2-4.5x faster than the plain blocks for 512 activation rows, 1.7-3.6x for one,
+  // at 2 threads on Zen 4, qmatmul_vs_ggml --packed 0|1): forward() then reads only the copy, so a
+  // caller whose weight lies in a mapped file may drop those pages (the GGUF loaders do).
+  // `packed`, when given, is called with each part of the blocks (a few MiB, in order) as soon as
+  // it is copied, so that a large weight's pages can go while it is packed (the loaders pass
+  // gguf_file::Content::release). CANDLE_QMM_REPACK=0 turns it off.
+  static QMatMul from_arc_repacked(std::shared_ptr<const QTensor> w,
+                                   const std::function<void(const void*, size_t)>& packed = {});
   // whether forward() reads a repacked copy of the blocks
   bool repacked() const { return packed_ != nullptr; }
   // the weight's blocks when it is held as a QTensor (a block type, or f16 / bf16 on a GPU), else
