@@ -65,11 +65,13 @@ QMatMul QMatMul::from_arc(std::shared_ptr<const QTensor> w) {
     throw Error(ErrorKind::ShapeMismatch,
                 "QMatMul needs a 2-d weight (n, k), not rank " + std::to_string(w->shape().rank()));
   QMatMul q;
-  // f16 / bf16 weights whose bytes are on a GPU stay there in their own type: the backend multiplies
-  // them directly (half the bytes of the f32 copy every decode step reads); elsewhere (the CPU,
-  // f32, a backend without the kernel) they become a plain f32 tensor, candle's QMatMul::Tensor
+  // f16 / bf16 weights stay in their own type where their bytes are: on a GPU the backend multiplies
+  // them directly, on the CPU qmatmul_cpu_float reads them in place (a mapped file's pages: no f32
+  // copy, half the bytes every decode step reads); elsewhere (f32, a backend without the kernel)
+  // they become a plain f32 tensor, candle's QMatMul::Tensor. The QTensor forms have no gradient.
   const bool half = w->dtype() == GgmlDType::F16 || w->dtype() == GgmlDType::BF16;
-  if (ggml_is_quantized(w->dtype()) || (half && w->device_data().defined()))
+  const bool half_here = w->device_data().defined() || (w->device().is_cpu() && !w->data().empty());
+  if (ggml_is_quantized(w->dtype()) || (half && half_here))
     q.w_ = std::move(w);
   else
     q.w_ = w->dequantize(w->device());

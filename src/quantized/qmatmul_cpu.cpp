@@ -273,39 +273,6 @@ void add_u8(ActBuffer& buf) {
   buf.acts.qs_u8 = buf.qs_u8.data();
 }
 
-// The float weight types: rows converted to f32 in tiles, each output an 8-way split sum
-// combined in a fixed order (the same bits for any m, tile and thread count).
-float dot_f32(const float* a, const float* b, size_t k) {
-  float s[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= k; i += 8)
-    for (int l = 0; l < 8; ++l) s[l] += a[i + l] * b[i + l];
-  for (int l = 0; i < k; ++i, ++l) s[l] += a[i] * b[i];
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-void float_matmul(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {
-  constexpr size_t kTile = 16;
-  cpu::parallel_for((n + kTile - 1) / kTile, 1, [&](size_t tb, size_t te) {
-    std::vector<float> tile(t == GgmlDType::F32 ? 0 : kTile * k);
-    for (size_t tr = tb; tr < te; ++tr) {
-      const size_t j0 = tr * kTile, j1 = std::min(n, j0 + kTile);
-      const float* rows;
-      if (t == GgmlDType::F32) {
-        rows = static_cast<const float*>(w) + j0 * k;
-      } else {
-        const uint16_t* src = static_cast<const uint16_t*>(w) + j0 * k;
-        for (size_t e = 0; e < (j1 - j0) * k; ++e)
-          tile[e] = t == GgmlDType::F16 ? static_cast<float>(candle::f16::from_bits(src[e]))
-                                        : static_cast<float>(candle::bf16::from_bits(src[e]));
-        rows = tile.data();
-      }
-      for (size_t i = 0; i < m; ++i)
-        for (size_t j = j0; j < j1; ++j) y[i * n + j] = dot_f32(x + i * k, rows + (j - j0) * k, k);
-    }
-  });
-}
-
 qmm::KernelFn kernel_for(GgmlDType t, QmmIsa isa) {
   switch (isa) {
     case QmmIsa::Amx:
@@ -436,7 +403,7 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
     return;
   }
   if (is_float) {
-    float_matmul(t, w, n, k, x, m, y);
+    qmatmul_cpu_float(t, w, n, k, x, m, y, isa);
     return;
   }
   run_rows(fn, t, w, ggml_row_bytes(t, k), n, k, x, m, y, isa);
@@ -486,8 +453,9 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
 }
 
 const char* qmatmul_cpu_kernel_name(GgmlDType t) {
-  if (t == GgmlDType::F32 || t == GgmlDType::F16 || t == GgmlDType::BF16) return "f32-dot";
   QmmIsa isa = qmm_isa();
+  if (t == GgmlDType::F32 || t == GgmlDType::F16 || t == GgmlDType::BF16)
+    return isa == QmmIsa::Scalar ? "float-scalar" : isa == QmmIsa::Avx2 ? "float-avx2" : "float-avx512";
   if (!kernel_for(t, isa)) return "none";
   if (isa == QmmIsa::Avx2) return qmm::avx2_variant_name();
   // (the AMX tiles serve only packed weights of their types; every other product runs AVX-512's)

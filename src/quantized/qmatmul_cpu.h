@@ -38,6 +38,12 @@ QmmIsa qmm_isa();
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
                  QmmIsa isa);
 
+// The float weight types (F32, F16, BF16, read in place): output (i, j) is 16 lane sums (lane l
+// takes the elements e = l mod 16 of the row by fma, in increasing e) reduced in a fixed order, so
+// every ISA and thread count gives the same bits (qmatmul_float.cpp); qmatmul_cpu calls it for them.
+void qmatmul_cpu_float(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
+                       QmmIsa isa);
+
 // Packed weights: rows of Q4_0, Q8_0, Q4_K, Q6_K and IQ4_XS, kPackRows (16) at a time, rearranged so that a
 // SIMD dot product leaves each row's sum in its own 32-bit lane (no horizontal sums per block). Per group of
 // 16 rows and (super-)block b, 4-byte runs of the 16 rows side by side (qmatmul_pack.cpp gives each type's

@@ -321,6 +321,42 @@ TEST(QMatMulCpuValues, FloatWeights) {
   }
 }
 
+// The float weights' kernels (qmatmul_cpu_float): the same bits on every ISA (16 fma lanes and one
+// reduction order), for any thread count, edge of the row and activation tiles and k not a
+// multiple of 16; inf / NaN / subnormal f16 weights and inf / NaN activations among them
+TEST(QMatMulCpuValues, FloatWeightsGiveTheSameBitsOnEveryIsa) {
+  ThreadCount keep;
+  for (auto [n, k] : {std::pair<size_t, size_t>{37, 70}, {64, 256}, {5, 16}, {300, 33}}) {
+    auto wf = random_floats(n * k, 51);
+    std::vector<uint16_t> wh(n * k), wb(n * k);
+    for (size_t i = 0; i < n * k; ++i) {
+      wh[i] = candle::f16(wf[i]).bits;
+      wb[i] = candle::bf16(wf[i]).bits;
+    }
+    wh[3] = 0x7C00;                // inf
+    wh[k + 1] = 0x0001;            // the smallest subnormal
+    wb[2 * k % (n * k)] = 0x7FC1;  // NaN
+    for (size_t m : {1, 2, 3, 7, 13}) {
+      auto x = random_floats(m * k, 52);
+      if (m > 2) x[2 * k + 4] = std::numeric_limits<float>::infinity();
+      for (GgmlDType t : {GgmlDType::F32, GgmlDType::F16, GgmlDType::BF16}) {
+        const void* w = t == GgmlDType::F32   ? static_cast<const void*>(wf.data())
+                        : t == GgmlDType::F16 ? static_cast<const void*>(wh.data())
+                                              : static_cast<const void*>(wb.data());
+        candle::set_num_threads(1);
+        const auto ref = run(t, w, n, k, x, m, QmmIsa::Scalar);
+        for (QmmIsa isa : isas_here())
+          for (size_t th : {1, 2, 3}) {
+            candle::set_num_threads(th);
+            EXPECT_TRUE(same_bits(run(t, w, n, k, x, m, isa), ref))
+                << ggml_dtype_name(t) << " " << qmm_isa_name(isa) << " n=" << n << " k=" << k << " m=" << m
+                << " threads=" << th;
+          }
+      }
+    }
+  }
+}
+
 TEST(QMatMulCpuErrors, KNotAMultipleOfTheBlock) {
   std::vector<uint8_t> w(4096);
   std::vector<float> x(300), y(4);

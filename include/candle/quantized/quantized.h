@@ -78,8 +78,10 @@ class QTensor {
 };
 
 // x @ w^T for a weight w of shape (n, k): x (..., k) -> (..., n). A QTensor of a block type runs
-// the quantized kernels of its device (x must be on the same device); f32 / f16 / bf16 weights
-// are dequantized once at construction and multiply as plain tensors (candle's QMatMul::Tensor).
+// the quantized kernels of its device (x must be on the same device); f16 / bf16 weights on the
+// CPU or on a GPU with kernels for them multiply in their own type (no gradient: inference), f32
+// ones and the rest are dequantized once at construction and multiply as plain tensors (candle's
+// QMatMul::Tensor).
 class QMatMul {
  public:
   static QMatMul from_qtensor(const QTensor& w);
