@@ -1,7 +1,9 @@
 // The decoder-only transformer of models::llama and models::quantized_llama.
 #include "decoder.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -42,7 +44,29 @@ bool stack_projections(const Device& dev) {
   return !dev.memory().shared_with_system;
 }
 
+// The prompt positions one forward() with a KV cache runs at once (CANDLE_PREFILL_CHUNK, 0: all):
+// by default 256 where the activations live in the machine's memory (a 512-token prompt then holds
+// half the activations: TinyLlama's peak resident memory -72 MiB at pp512, the same logits), all
+// of them on a device of its own memory
+std::atomic<long> g_prefill_chunk{-1};  // set_prefill_chunk's value, -1: none
+
+size_t prefill_chunk(const Device& dev) {
+  if (const long set = g_prefill_chunk.load(std::memory_order_relaxed); set >= 0)
+    return set == 0 ? SIZE_MAX : static_cast<size_t>(set);
+  static const long env = [] {
+    const char* e = std::getenv("CANDLE_PREFILL_CHUNK");
+    if (!e || !*e) return -1L;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    return end != e && *end == '\0' && v >= 0 ? v : -1L;
+  }();
+  if (env >= 0) return env == 0 ? SIZE_MAX : static_cast<size_t>(env);
+  return dev.memory().shared_with_system ? 256 : SIZE_MAX;
+}
+
 }  // namespace
+
+void set_prefill_chunk(long positions) { g_prefill_chunk.store(positions, std::memory_order_relaxed); }
 
 Tensor Proj::forward(const Tensor& x) const {
   if (const auto* l = std::get_if<nn::Linear>(&w)) return l->forward(x);
@@ -318,6 +342,19 @@ Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvC
                                                 " layers, the model " + std::to_string(layers_.size()));
   const size_t t = ids.dim(1);
   check_span("forward", index_pos, t, spec_.max_seq_len, "the context length");
+  if (const size_t chunk = prefill_chunk(dev_); caches && t > chunk) {
+    // the prompt in chunks through the cache: each position's logits as in one pass, the last one's
+    for (size_t p = 0; p + chunk < t; p += chunk)
+      forward_positions(ids.narrow(1, p, chunk), index_pos + p, caches, false);
+    const size_t last = (t - 1) / chunk * chunk;
+    return forward_positions(ids.narrow(1, last, t - last), index_pos + last, caches);
+  }
+  return forward_positions(ids, index_pos, caches);
+}
+
+Tensor Decoder::forward_positions(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches,
+                                  bool logits) const {
+  const size_t t = ids.dim(1);
   Tensor x = embed(ids);
   std::vector<std::pair<Tensor, Tensor>> tables;
   for (size_t set = 0; set < spec_.inv_freqs.size(); ++set)
@@ -326,9 +363,10 @@ Tensor Decoder::forward(const Tensor& ids, size_t index_pos, std::vector<nn::KvC
              [&](size_t i, const DecoderLayer& l, const Tensor& h, const Tensor& cos, const Tensor& sin) {
                return attention(l, h, index_pos, cos, sin, caches ? &(*caches)[i] : nullptr);
              });
+  if (!logits) return {};
   if (caches) x = x.narrow(1, t - 1, 1);
-  Tensor logits = logits_of(x);
-  return caches ? logits.squeeze(1) : logits;
+  Tensor out = logits_of(x);
+  return caches ? out.squeeze(1) : out;
 }
 
 StaticDecode Decoder::start_static_decode(size_t batch, size_t capacity) const {
@@ -403,6 +441,11 @@ Tensor Decoder::prefill(const Tensor& ids, StaticDecode& st, size_t pos) const {
   check_state("prefill", ids, st);
   const size_t t = ids.dim(1);
   check_span("prefill", pos, t, st.capacity, "the state's capacity");
+  if (const size_t chunk = prefill_chunk(dev_); t > chunk) {  // as forward(): in chunks
+    const size_t last = (t - 1) / chunk * chunk;
+    for (size_t p = 0; p < last; p += chunk) prefill(ids.narrow(1, p, chunk), st, pos + p);
+    return prefill(ids.narrow(1, last, t - last), st, pos + last);
+  }
   Tensor x = embed(ids);
   std::vector<std::pair<Tensor, Tensor>> tables;
   for (size_t set = 0; set < spec_.inv_freqs.size(); ++set)

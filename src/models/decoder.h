@@ -75,6 +75,11 @@ struct DecoderSpec {
   std::shared_ptr<Comm> comm;
 };
 
+// The prompt positions that forward() with a KV cache and prefill() run at once (0: all; -1: the
+// default, CANDLE_PREFILL_CHUNK or 256 where activations live in the machine's memory); for tests
+// and benchmarks
+void set_prefill_chunk(long positions);
+
 class Decoder {
  public:
   // embeddings: [vocab, hidden] as a tensor, or kept in its quantization blocks (a GGUF's table in
@@ -95,6 +100,9 @@ class Decoder {
   size_t vocab_size() const { return vocab_; }
 
  private:
+  // forward() over positions run at once; logits false: the cache appended to and nothing returned
+  Tensor forward_positions(const Tensor& ids, size_t index_pos, std::vector<nn::KvCache>* caches,
+                           bool logits = true) const;
   // cos / sin [t, head_dim / 2] of frequency set `set` for positions pos..pos+t-1, in dtype
   std::pair<Tensor, Tensor> rope_tables(size_t set, size_t pos, size_t t, DType dtype) const;
   Tensor attention(const DecoderLayer& l, const Tensor& x, size_t index_pos, const Tensor& cos,
