@@ -69,7 +69,7 @@ inline float qf_reduce(const Acc& a) {
   for (int l = 0; l < 8; ++l) h[l] = a.v[l] + a.v[l + 8];
   return qf_reduce8(h);
 }
-constexpr int kR = 2, kC = 2, kRdec = 2;
+constexpr int kR = 2, kC = 2;
 #include "quantized/qmatmul_float.inc"
 #undef QF_TARGET
 }  // namespace scalar
@@ -107,7 +107,7 @@ QF_INLINE float qf_reduce(Acc a) {
   _mm256_store_ps(h, _mm256_add_ps(a.lo, a.hi));
   return qf_reduce8(h);
 }
-constexpr int kR = 2, kC = 3, kRdec = 4;
+constexpr int kR = 2, kC = 3;
 #include "quantized/qmatmul_float.inc"
 #undef QF_INLINE
 #undef QF_TARGET
@@ -141,7 +141,7 @@ QF_INLINE float qf_reduce(Acc a) {
   for (int l = 0; l < 8; ++l) h[l] = v[l] + v[l + 8];
   return qf_reduce8(h);
 }
-constexpr int kR = 4, kC = 6, kRdec = 8;
+constexpr int kR = 4, kC = 6;
 #include "quantized/qmatmul_float.inc"
 #undef QF_INLINE
 #undef QF_TARGET
