@@ -4,7 +4,8 @@
 # bench beside llama.cpp (which uses AMX there too). Carry .devdeps-llm (see docs/performance.md):
 #   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/amx_device_run.sh
 # Options (environment): QM, QTYPES, TYPES, THREADS, KERN7B=1 (issue 14's 7B-shape table, every type),
-# SKIP_BENCH=1 (no LLM table beside llama.cpp), SPLITS / SPLIT_TYPES (the decode split).
+# SKIP_BENCH=1 (no LLM table beside llama.cpp), AB_TYPES (the pp512 AMX A/B), CHUNK_TYPES (pp512 with
+# CANDLE_PREFILL_CHUNK 0 / 256), SPLITS / SPLIT_TYPES (the decode split).
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -29,13 +30,17 @@ if [ "${KERN7B:-0}" = 1 ]; then
   echo "7B kernels at $((SECONDS-T0)) s"
 fi
 M=/tmp/models; mkdir -p $M
-for t in ${TYPES:-q4_0 q8_0 q4_k_m}; do
+for t in ${TYPES:-q4_0 q8_0 q4_k_m f16}; do
   [ -f $M/tinyllama-$t.gguf ] || $BT/bin/candle-make-random-llama $M/tinyllama-$t.gguf --shape tinyllama --type $t > /dev/null 2>&1
 done
 [ "${SKIP_BENCH:-0}" = 1 ] || timeout ${BENCH_TIMEOUT:-300} python3 tools/bench_llm_vs_llamacpp.py --llm-speed $BT/bin/llm_speed $M/tinyllama-*.gguf \
   --threads ${THREADS:-16} --pp ${PP:-128,512} --tg ${TG:-128} --reps ${REPS:-2} --json $OUT/llm_bench.json 2>&1 | tee $OUT/llm_bench.log | tail -n 8
-for t in ${TYPES:-q4_0 q8_0 q4_k_m}; do for isa in amx avx512; do
+for t in ${AB_TYPES:-q4_0 q8_0 q4_k_m}; do for isa in amx avx512; do
   echo "$t $isa: $(CANDLE_QMATMUL_ISA=$isa timeout 60 $BT/bin/llm_speed $M/tinyllama-$t.gguf --pp 512 --tg 0 --reps 2 --threads ${THREADS:-16} 2>&1 | grep BENCH)"
+done; done
+# prompts in chunks of 256 (the CPU's default) against all at once
+for t in ${CHUNK_TYPES:-q4_0 q8_0}; do for ch in 0 256; do
+  echo "$t prefill chunk $ch: $(CANDLE_PREFILL_CHUNK=$ch timeout 60 $BT/bin/llm_speed $M/tinyllama-$t.gguf --pp 512 --tg 0 --reps 2 --threads ${THREADS:-16} 2>&1 | grep BENCH)"
 done; done
 # decode: the rows' split (chunks per thread) of the m = 1 matmuls
 for t in ${SPLIT_TYPES:-q4_0 q4_k_m}; do for sp in ${SPLITS:-1 2 4 8}; do
