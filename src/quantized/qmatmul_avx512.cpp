@@ -30,18 +30,21 @@ namespace avx512 {
 // same integers and float chain per lane as the 256-bit tiles, so the same bits.
 template <GgmlDType T, int C>
 QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
-  // Q4_K and IQ4_XS share the layout of the nibbles (qmatmul_pack.cpp); IQ4_XS's are table indices
-  constexpr bool kSuper = T == GgmlDType::Q4K || T == GgmlDType::IQ4_XS, kIq = T == GgmlDType::IQ4_XS;
-  constexpr size_t kGroupBlock = T == GgmlDType::Q4K      ? kPackedQ4kGroupBlock
-                                 : T == GgmlDType::IQ4_XS ? kPackedIq4xsGroupBlock
-                                                          : kPackRows * BlockTraits<T>::kBytes;
+  // Q4_K, Q5_K and IQ4_XS share the layout of the nibbles (qmatmul_pack.cpp); IQ4_XS's are table
+  // indices, Q5_K's get their high bits from the qh runs
+  constexpr bool kIq = T == GgmlDType::IQ4_XS, kQ5 = T == GgmlDType::Q5K;
+  constexpr bool kSuper = T == GgmlDType::Q4K || kQ5 || kIq;
+  constexpr size_t kGroupBlock = T == GgmlDType::Q4K ? kPackedQ4kGroupBlock
+                                 : kQ5               ? kPackedQ5kGroupBlock
+                                 : kIq               ? kPackedIq4xsGroupBlock
+                                                     : kPackRows * BlockTraits<T>::kBytes;
   constexpr size_t kQK = kSuper ? kQK_K : 32;
   const size_t nb = a.k / kQK, n32 = a.k / 32;
   const int8_t* xq[C];
   for (int c = 0; c < C; ++c) xq[c] = a.qs + col[c] * a.k;
   __m512 facc[C];
   for (int c = 0; c < C; ++c) facc[c] = _mm512_setzero_ps();
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m16 = _mm512_set1_epi8(0x10);
   // IQ4_XS: the levels + 128 (unsigned for vpdpbusd; 128 x the activations' sums come off below)
   const __m512i levels = _mm512_xor_si512(
       _mm512_mask_broadcast_i32x4(_mm512_setzero_si512(), 0xFFFF,
@@ -84,6 +87,12 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
           if constexpr (kIq) {
             lo = _mm512_shuffle_epi8(levels, lo);
             hi = _mm512_shuffle_epi8(levels, hi);
+          } else if constexpr (kQ5) {
+            // the high bits 2p / 2p + 1 of the qh run to bit 4 (qmatmul_packed.inc's qmm_q5k_high)
+            const __m512i hp =
+                _mm512_srl_epi16(_mm512_loadu_si512(blk + 2368 + 64 * j), _mm_cvtsi32_si128(2 * p));
+            lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(hp, 4), m16));
+            hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(hp, 3), m16));
           }
           for (int c = 0; c < C; ++c) {
             const int8_t* x = xq[c] + kQK_K * b + 64 * p + 4 * j;

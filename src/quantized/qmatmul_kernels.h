@@ -240,7 +240,8 @@ const int* avx512_lane_offsets(GgmlDType t, size_t m);
 constexpr size_t kPackRows = 16;
 // the bytes of one packed group-block (16 rows x one super-block) of the 256-element types
 // (qmatmul_pack.cpp gives their layouts)
-constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ6kGroupBlock = 3360, kPackedIq4xsGroupBlock = 2208;
+constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ5kGroupBlock = 2880, kPackedQ6kGroupBlock = 3360,
+                 kPackedIq4xsGroupBlock = 2208;
 KernelFn avx2_packed_kernel(GgmlDType t);
 KernelFn avx512_packed_kernel(GgmlDType t);
 // AMX (qmatmul_amx.cpp): tiles of 16 activation rows x 16 packed weight rows for Q4_0 and Q8_0

@@ -7,6 +7,8 @@
 //        64 + 16s, row r at + r; the mins as pairs (mn[2p], mn[2p + 1]) of each row at 192 + 32p + 2r;
 //        then for pair p = 0..3 and j = 0..7, quant bytes 32p + 4j..+3 of each row (sub-block 2p's
 //        elements 4j.. in the low nibbles, 2p + 1's in the high ones), at 320 + 512p + 64j + 4r
+//   Q5_K (2880 bytes): Q4_K's layout, then the high bits: for j = 0..7, qh[4j..4j+3] of each row (bit
+//        s of qh[e]: element e of sub-block s) at 2368 + 64j + 4r
 //   Q6_K (3360 bytes): the 16 f16 d; the int8 scales, sub-block s (of 16) at 32 + 16s, row r at + r;
 //        then for half h = 0..1 and j = 0..7, three runs of 4 bytes per row: ql[64h + 4j..],
 //        ql[64h + 32 + 4j..] and qh[32h + 4j..] (the 4 groups of 32 of that half at element 4j..),
@@ -17,6 +19,7 @@
 //        160 + 512p + 64j + 4r (Q4_K's order; IQ4_XS's own puts a sub-block's halves in the nibbles)
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "candle/error.h"
 #include "candle/quantized/blocks.h"
@@ -39,9 +42,11 @@ void pack_legacy(const uint8_t* const* src, size_t block, uint8_t* o) {
   }
 }
 
+// Q4_K, and Q5_K: the same, then its high bits (Block = BlockQ5_K)
+template <typename Block>
 void pack_q4k(const uint8_t* const* src, uint8_t* o) {
   for (size_t r = 0; r < R; ++r) {
-    BlockQ4_K b;
+    Block b;
     std::memcpy(&b, src[r], sizeof b);
     std::memcpy(o + 2 * r, &b.d, 2);
     std::memcpy(o + 32 + 2 * r, &b.dmin, 2);
@@ -54,6 +59,8 @@ void pack_q4k(const uint8_t* const* src, uint8_t* o) {
     for (size_t p = 0; p < 4; ++p)
       for (size_t j = 0; j < 8; ++j)
         std::memcpy(o + 320 + 512 * p + 64 * j + 4 * r, b.qs + 32 * p + 4 * j, 4);
+    if constexpr (std::is_same_v<Block, BlockQ5_K>)
+      for (size_t j = 0; j < 8; ++j) std::memcpy(o + 2368 + 64 * j + 4 * r, b.qh + 4 * j, 4);
   }
 }
 
@@ -97,14 +104,15 @@ void pack_iq4xs(const uint8_t* const* src, uint8_t* o) {
 
 size_t qmm_packed_row_bytes(GgmlDType t, size_t k) {
   if (t == GgmlDType::Q4K) return k / kQK_K * (qmm::kPackedQ4kGroupBlock / R);
+  if (t == GgmlDType::Q5K) return k / kQK_K * (qmm::kPackedQ5kGroupBlock / R);
   if (t == GgmlDType::Q6K) return k / kQK_K * (qmm::kPackedQ6kGroupBlock / R);
   if (t == GgmlDType::IQ4_XS) return k / kQK_K * (qmm::kPackedIq4xsGroupBlock / R);
   return ggml_row_bytes(t, k);
 }
 
 void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
-  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0 && t != GgmlDType::Q4K && t != GgmlDType::Q6K &&
-      t != GgmlDType::IQ4_XS)
+  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0 && t != GgmlDType::Q4K && t != GgmlDType::Q5K &&
+      t != GgmlDType::Q6K && t != GgmlDType::IQ4_XS)
     throw Error(ErrorKind::UnsupportedOp,
                 "qmm_pack: " + std::string(ggml_dtype_name(t)) + " has no packed layout");
   const size_t bs = ggml_block_size(t), block = ggml_type_size(t);
@@ -123,7 +131,9 @@ void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
         for (size_t r = 0; r < R; ++r) rows[r] = src + (g * R + r) * row_bytes + b * block;
         uint8_t* o = dst + g * packed_group + b * group_block;
         if (t == GgmlDType::Q4K)
-          pack_q4k(rows, o);
+          pack_q4k<BlockQ4_K>(rows, o);
+        else if (t == GgmlDType::Q5K)
+          pack_q4k<BlockQ5_K>(rows, o);
         else if (t == GgmlDType::Q6K)
           pack_q6k(rows, o);
         else if (t == GgmlDType::IQ4_XS)
