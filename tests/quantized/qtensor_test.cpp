@@ -255,20 +255,21 @@ TEST(QMatMul, RowsDoNotDependOnTheBatch) {
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(b.narrow(0, 2 * i, 2).to_vec2<float>(), a.to_vec2<float>()) << i;
 }
 
-// from_arc_repacked: Q4_0 / Q8_0 / Q4_K / Q6_K with a multiple of 16 rows read a packed copy on a SIMD CPU
-// and give from_arc's bits; other types and row counts stay as they are
+// from_arc_repacked: Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS with a multiple of 16 rows read a packed
+// copy on a SIMD CPU and give from_arc's bits; other types (Q3_K) and row counts stay as they are
 TEST(QMatMul, RepackedGivesThePlainBits) {
   Tensor x = Tensor::randn(0.f, 1.f, {5, 3, 256}, Device::cpu());
   Tensor x1 = Tensor::randn(0.f, 1.f, {1, 256}, Device::cpu());
   const char* env = std::getenv("CANDLE_QMM_REPACK");
   const bool simd = qmm_isa() != QmmIsa::Scalar && !(env && std::string(env) == "0");
-  for (GgmlDType dt : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q5K})
+  for (GgmlDType dt : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K,
+                       GgmlDType::IQ4_XS, GgmlDType::Q3K})
     for (size_t n : {48, 17}) {
       auto w = std::make_shared<const QTensor>(
           QTensor::quantize(Tensor::randn(0.f, 1.f, {n, size_t{256}}, Device::cpu()), dt));
       QMatMul plain = QMatMul::from_arc(w), packed = QMatMul::from_arc_repacked(w);
       EXPECT_FALSE(plain.repacked());
-      EXPECT_EQ(packed.repacked(), simd && n % 16 == 0 && dt != GgmlDType::Q5K)
+      EXPECT_EQ(packed.repacked(), simd && n % 16 == 0 && dt != GgmlDType::Q3K)
           << ggml_dtype_name(dt) << " n=" << n;
       EXPECT_EQ(packed.qtensor(), w.get());
       for (const Tensor& in : {x, x1}) {
@@ -279,6 +280,30 @@ TEST(QMatMul, RepackedGivesThePlainBits) {
             << ggml_dtype_name(dt) << " n=" << n;
       }
     }
+}
+
+// from_arc_repacked's `packed` callback: a weight of several 4 MiB parts hands each part of its
+// blocks over once, in order, covering them exactly (the GGUF loaders release the file's pages so)
+TEST(QMatMul, RepackedHandsOverEachPartOnce) {
+  if (qmm_isa() == QmmIsa::Scalar) GTEST_SKIP() << "the scalar kernels read no packed copy";
+  const size_t n = 16 * 1000, k = 256;  // Q8_0: 8.7 MB of blocks, three parts
+  auto w = std::make_shared<const QTensor>(
+      QTensor::quantize(Tensor::randn(0.f, 1.f, {n, k}, Device::cpu()), GgmlDType::Q8_0));
+  std::vector<std::pair<const uint8_t*, size_t>> parts;
+  QMatMul packed = QMatMul::from_arc_repacked(
+      w, [&](const void* p, size_t bytes) { parts.emplace_back(static_cast<const uint8_t*>(p), bytes); });
+  if (!packed.repacked()) GTEST_SKIP() << "repacking is off (CANDLE_QMM_REPACK=0)";
+  ASSERT_GE(parts.size(), 2u);
+  const uint8_t* at = w->data().data();
+  for (const auto& [p, bytes] : parts) {
+    EXPECT_EQ(p, at);
+    EXPECT_LE(bytes, size_t{4} << 20);
+    at += bytes;
+  }
+  EXPECT_EQ(at, w->data().data() + w->data().size());
+  Tensor x = Tensor::randn(0.f, 1.f, {3, k}, Device::cpu());
+  EXPECT_EQ(packed.forward(x).flatten_all().to_vec1<float>(),
+            QMatMul::from_arc(w).forward(x).flatten_all().to_vec1<float>());
 }
 
 // A row-parallel weight's share: whole blocks of columns, the rows' parts copied; split blocks and
