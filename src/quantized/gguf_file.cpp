@@ -401,7 +401,7 @@ QTensor Content::tensor(const std::string& name, const Device& device) const {
 void Content::release(const std::string& name) const {
   if (!mapped_) return;
   const QTensor t = tensor(name);  // checks the name and the range
-  static_cast<const io::MmapedFile*>(owner_.get())->release(t.data().data(), t.data().size());
+  release(t.data().data(), t.data().size());
 }
 
 void Content::release(const void* p, size_t n) const {

@@ -96,8 +96,8 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
             hi = _mm512_shuffle_epi8(levels, hi);
           } else if constexpr (kQ5) {
             // the high bits 2p / 2p + 1 of the qh run to bit 4 (qmatmul_packed.inc's qmm_q5k_high)
-            const __m512i hp =
-                _mm512_srl_epi16(_mm512_loadu_si512(blk + 2368 + 64 * j), _mm_cvtsi32_si128(2 * p));
+            const __m512i hp = _mm512_srl_epi16(_mm512_loadu_si512(blk + kPackedQ4kGroupBlock + 64 * j),
+                                                _mm_cvtsi32_si128(2 * p));
             lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(hp, 4), m16));
             hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(hp, 3), m16));
           }

@@ -240,6 +240,7 @@ const int* avx512_lane_offsets(GgmlDType t, size_t m);
 constexpr size_t kPackRows = 16;
 // the bytes of one packed group-block (16 rows x one super-block) of the 256-element types
 // (qmatmul_pack.cpp gives their layouts)
+// (Q5_K's is Q4_K's, then its high bits)
 constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ5kGroupBlock = 2880, kPackedQ6kGroupBlock = 3360,
                  kPackedIq4xsGroupBlock = 2208;
 KernelFn avx2_packed_kernel(GgmlDType t);

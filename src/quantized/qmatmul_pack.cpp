@@ -60,7 +60,8 @@ void pack_q4k(const uint8_t* const* src, uint8_t* o) {
       for (size_t j = 0; j < 8; ++j)
         std::memcpy(o + 320 + 512 * p + 64 * j + 4 * r, b.qs + 32 * p + 4 * j, 4);
     if constexpr (std::is_same_v<Block, BlockQ5_K>)
-      for (size_t j = 0; j < 8; ++j) std::memcpy(o + 2368 + 64 * j + 4 * r, b.qh + 4 * j, 4);
+      for (size_t j = 0; j < 8; ++j)
+        std::memcpy(o + qmm::kPackedQ4kGroupBlock + 64 * j + 4 * r, b.qh + 4 * j, 4);
   }
 }
 
