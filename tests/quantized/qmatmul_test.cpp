@@ -321,12 +321,23 @@ TEST(QMatMulCpuValues, FloatWeights) {
   }
 }
 
-// The float weights' kernels (qmatmul_cpu_float): the same bits on every ISA (16 fma lanes and one
-// reduction order), for any thread count, edge of the row and activation tiles and k not a
-// multiple of 16; inf / NaN / subnormal f16 weights and inf / NaN activations among them
+// qmatmul_float.inc's order of the sums, written out: element e into lane e % 16 by fma (the tail
+// zero-padded to 16); the 16 lanes reduced in pairs l, l + 8, then + 4, + 2, + 1
+float float_weights_dot(const float* w, const float* x, size_t k) {
+  float a[16] = {}, h[8];
+  for (size_t e = 0; e < (k + 15) / 16 * 16; ++e)
+    a[e % 16] = std::fma(e < k ? w[e] : 0.f, e < k ? x[e] : 0.f, a[e % 16]);
+  for (int l = 0; l < 8; ++l) h[l] = a[l] + a[l + 8];
+  const float q0 = h[0] + h[4], q1 = h[1] + h[5], q2 = h[2] + h[6], q3 = h[3] + h[7];
+  return (q0 + q2) + (q1 + q3);
+}
+
+// The float weights' kernels (qmatmul_cpu_float): the bits of the order above on every ISA, for any
+// thread count, one activation row (decode) or tiles of several, edge of the row and activation
+// tiles and k not a multiple of 16; inf / NaN / subnormal f16 weights and inf / NaN activations
 TEST(QMatMulCpuValues, FloatWeightsGiveTheSameBitsOnEveryIsa) {
   ThreadCount keep;
-  for (auto [n, k] : {std::pair<size_t, size_t>{37, 70}, {64, 256}, {5, 16}, {300, 33}}) {
+  for (auto [n, k] : {std::pair<size_t, size_t>{37, 70}, {64, 256}, {5, 16}, {300, 33}, {9, 20}, {6, 48}}) {
     auto wf = random_floats(n * k, 51);
     std::vector<uint16_t> wh(n * k), wb(n * k);
     for (size_t i = 0; i < n * k; ++i) {
@@ -345,6 +356,17 @@ TEST(QMatMulCpuValues, FloatWeightsGiveTheSameBitsOnEveryIsa) {
                                               : static_cast<const void*>(wb.data());
         candle::set_num_threads(1);
         const auto ref = run(t, w, n, k, x, m, QmmIsa::Scalar);
+        std::vector<float> wrow(k);
+        for (size_t j = 0; j < n; ++j) {
+          for (size_t e = 0; e < k; ++e)
+            wrow[e] = t == GgmlDType::F32   ? wf[j * k + e]
+                      : t == GgmlDType::F16 ? candle::f16::to_f32(wh[j * k + e])
+                                            : candle::bf16::to_f32(wb[j * k + e]);
+          for (size_t i = 0; i < m; ++i)
+            ASSERT_TRUE(same_bits({float_weights_dot(wrow.data(), x.data() + i * k, k)}, {ref[i * n + j]}))
+                << ggml_dtype_name(t) << " n=" << n << " k=" << k << " m=" << m << " row " << j << " x row "
+                << i;
+        }
         for (QmmIsa isa : isas_here())
           for (size_t th : {1, 2, 3}) {
             candle::set_num_threads(th);
