@@ -92,6 +92,7 @@ class Llama:
         L = self.lib
         fn(self.base, "ggml_log_set", None, LOG_CB_TYPE, vp)
         fn(self.ggml, "ggml_backend_load_all_from_path", None, cp)
+        fn(self.ggml, "ggml_backend_load", vp, cp)
         fn(self.ggml, "ggml_backend_dev_count", C.c_size_t)
         fn(L, "llama_log_set", None, LOG_CB_TYPE, vp)
         fn(L, "llama_backend_init", None)
@@ -124,8 +125,15 @@ class Llama:
         fn(L, "llama_tokenize", i32, vp, cp, i32, C.POINTER(i32), i32, C.c_bool, C.c_bool)
         self.base.ggml_log_set(_LOG_CB, None)
         L.llama_log_set(_LOG_CB, None)
-        # the CPU backend is a plug-in (libggml-cpu-<variant>.so): load the best one for this CPU
-        self.ggml.ggml_backend_load_all_from_path(lib_dir.encode())
+        # the CPU backend is a plug-in (libggml-cpu-<variant>.so): load the best one for this CPU, or
+        # the one GGML_CPU_VARIANT names (haswell: AVX2 without VNNI, as qmatmul_vs_ggml takes it)
+        variant = os.environ.get("GGML_CPU_VARIANT")
+        if variant:
+            so = os.path.join(lib_dir, "libggml-cpu-%s.so" % variant)
+            if not os.path.exists(so) or not self.ggml.ggml_backend_load(so.encode()):
+                raise RuntimeError("GGML_CPU_VARIANT=%s: cannot load %s" % (variant, so))
+        else:
+            self.ggml.ggml_backend_load_all_from_path(lib_dir.encode())
         if self.ggml.ggml_backend_dev_count() == 0:
             raise RuntimeError("llama.cpp found no backend device in " + lib_dir)
         L.llama_backend_init()
