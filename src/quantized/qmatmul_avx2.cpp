@@ -17,8 +17,8 @@ namespace candle::quantized::qmm {
 #define QMM_PREFILL_R 1
 #define QMM_PREFILL_C 8
 #define QMM_PACKED_C 2
-#define QMM_PACKED_C_K 1
-#define QMM_PACKED_C_6K 1
+#define QMM_PACKED_C_K 2
+#define QMM_PACKED_C_6K 2
 
 namespace avx2 {
 #define QMM_TARGET __attribute__((target("avx2,fma,f16c")))
