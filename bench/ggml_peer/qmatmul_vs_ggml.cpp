@@ -221,6 +221,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown type %s\n", tn.c_str());
       return 2;
     }
+    // the activations' types: no weight kernel here, and ggml_quantize_chunk aborts on them
+    if (*t == candle::quantized::GgmlDType::Q8_1 || *t == candle::quantized::GgmlDType::Q8K) {
+      std::fprintf(
+          stderr,
+          "%s is one of ggml's activation types (what the weights are multiplied with), not a weight type\n",
+          tn.c_str());
+      return 2;
+    }
     for (const std::string& sh : split(shapes, ',')) {
       auto nk = split(sh, 'x');
       const size_t n = std::stoul(nk.at(0)), k = std::stoul(nk.at(1));
