@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -62,14 +63,16 @@ typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
 #define store8(p, v) (*reinterpret_cast<v8f*>(p) = (v))
 
 // s[j] = scale * dot(q, k_j) for the kKeyBlock keys of a block, from kt, the block's keys transposed
-// ([d][kKeyBlock], the keys past the block's end zero): each dot product summed in order of i, the
-// keys in the vector lanes (no horizontal sums)
-CANDLE_TARGET_CLONES void block_scores(const float* q, const float* kt, size_t d, float scale, float* s) {
+// (row i of kt, ldk floats apart, holds element i of the keys; lanes past the block's keys hold
+// anything finite and are not used): each dot product summed in order of i, the keys in the vector
+// lanes (no horizontal sums)
+CANDLE_TARGET_CLONES void block_scores(const float* q, const float* kt, size_t ldk, size_t d, float scale,
+                                       float* s) {
   constexpr size_t W = kKeyBlock / 8;
   v8f acc[W] = {};
   for (size_t i = 0; i < d; ++i) {
     const float qi = q[i];
-    const float* kr = kt + i * kKeyBlock;
+    const float* kr = kt + i * ldk;
 #pragma GCC unroll 8
     for (size_t w = 0; w < W; ++w) acc[w] += qi * load8(kr + 8 * w);
   }
@@ -77,18 +80,18 @@ CANDLE_TARGET_CLONES void block_scores(const float* q, const float* kt, size_t d
   for (size_t w = 0; w < W; ++w) store8(s + 8 * w, acc[w] * scale);
 }
 
-// acc = acc * corr + sum_j p[j] * v[j] over the n rows of v (dv floats each), the columns in chunks
-// of 64 held in registers across the keys; keys of weight 0 are skipped (a masked key's value may be
-// anything)
+// acc = acc * corr + sum_j p[j] * v[j] over the n rows of v (ldv floats apart, dv used), the columns
+// in chunks of 64 held in registers across the keys; keys of weight 0 are skipped (a masked key's
+// value may be anything)
 template <size_t W>
-inline void accumulate_chunk(float* acc, size_t dv, float corr, const float* p, const float* v, size_t n) {
+inline void accumulate_chunk(float* acc, size_t ldv, float corr, const float* p, const float* v, size_t n) {
   v8f a[W];
 #pragma GCC unroll 8
   for (size_t w = 0; w < W; ++w) a[w] = load8(acc + 8 * w) * corr;
   for (size_t j = 0; j < n; ++j) {
     const float pj = p[j];
     if (pj == 0.0f) continue;
-    const float* vr = v + j * dv;
+    const float* vr = v + j * ldv;
 #pragma GCC unroll 8
     for (size_t w = 0; w < W; ++w) a[w] += pj * load8(vr + 8 * w);
   }
@@ -96,14 +99,14 @@ inline void accumulate_chunk(float* acc, size_t dv, float corr, const float* p, 
   for (size_t w = 0; w < W; ++w) store8(acc + 8 * w, a[w]);
 }
 CANDLE_TARGET_CLONES void scale_accumulate(float* acc, size_t dv, float corr, const float* p, const float* v,
-                                           size_t n) {
+                                           size_t ldv, size_t n) {
   size_t c = 0;
-  for (; c + 64 <= dv; c += 64) accumulate_chunk<8>(acc + c, dv, corr, p, v + c, n);
-  for (; c + 8 <= dv; c += 8) accumulate_chunk<1>(acc + c, dv, corr, p, v + c, n);
+  for (; c + 64 <= dv; c += 64) accumulate_chunk<8>(acc + c, ldv, corr, p, v + c, n);
+  for (; c + 8 <= dv; c += 8) accumulate_chunk<1>(acc + c, ldv, corr, p, v + c, n);
   for (; c < dv; ++c) {
     float x = acc[c] * corr;
     for (size_t j = 0; j < n; ++j)
-      if (p[j] != 0.0f) x += p[j] * v[j * dv + c];
+      if (p[j] != 0.0f) x += p[j] * v[j * ldv + c];
     acc[c] = x;
   }
 }
@@ -116,12 +119,57 @@ CANDLE_TARGET_CLONES float exp_block(float* s, size_t n, float m) {
   for (size_t j = 0; j < n; ++j) part[j % 8] += s[j];
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
+// kt[i * ldk + j] = k[j * lds + i] for the nb keys (rows of k) and d elements: 8 x 8 tiles in
+// registers, the rest one by one
+CANDLE_TARGET_CLONES void transpose_keys(const float* k, size_t lds, size_t nb, size_t d, float* kt,
+                                         size_t ldk) {
+  size_t j = 0;
+  for (; j + 8 <= nb; j += 8) {
+    size_t i = 0;
+    for (; i + 8 <= d; i += 8) {
+      v8f r[8];
+      for (size_t a = 0; a < 8; ++a) r[a] = load8(k + (j + a) * lds + i);
+      v8f t[8], u[8];
+      for (size_t a = 0; a < 4; ++a) {
+        t[2 * a] = __builtin_shufflevector(r[2 * a], r[2 * a + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[2 * a + 1] = __builtin_shufflevector(r[2 * a], r[2 * a + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+      }
+      for (size_t a = 0; a < 2; ++a) {
+        u[4 * a] = __builtin_shufflevector(t[4 * a], t[4 * a + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[4 * a + 1] = __builtin_shufflevector(t[4 * a], t[4 * a + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[4 * a + 2] = __builtin_shufflevector(t[4 * a + 1], t[4 * a + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[4 * a + 3] = __builtin_shufflevector(t[4 * a + 1], t[4 * a + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+      }
+      for (size_t a = 0; a < 4; ++a) {
+        store8(kt + (i + a) * ldk + j, __builtin_shufflevector(u[a], u[a + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+        store8(kt + (i + a + 4) * ldk + j,
+               __builtin_shufflevector(u[a], u[a + 4], 4, 5, 6, 7, 12, 13, 14, 15));
+      }
+    }
+    for (; i < d; ++i)
+      for (size_t a = 0; a < 8; ++a) kt[i * ldk + j + a] = k[(j + a) * lds + i];
+  }
+  for (; j < nb; ++j)
+    for (size_t i = 0; i < d; ++i) kt[i * ldk + j] = k[j * lds + i];
+}
 #undef load8
 #undef store8
 
 struct Dims {
   size_t b, h, hkv, tq, tk, d, dv;
 };
+
+// The bytes the keys transposed (and the values in f32, for f16 / bf16) may take once per kv head
+// (CANDLE_CPU_ATTN_SHARED_MB, default 64; read at each call); above it each work item transposes the
+// key blocks it visits itself, as every item did before (the same bits either way).
+size_t shared_keys_limit() {
+  const char* e = std::getenv("CANDLE_CPU_ATTN_SHARED_MB");
+  if (!e || !*e) return size_t{64} << 20;
+  char* end = nullptr;
+  const unsigned long long mb = std::strtoull(e, &end, 10);
+  return end && *end == '\0' ? static_cast<size_t>(std::min<unsigned long long>(mb, 1ull << 20)) << 20
+                             : size_t{64} << 20;
+}
 
 template <typename T>
 StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Operand4<T>& v, const Dims& n,
@@ -138,13 +186,52 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
     lo = (p.sliding_window > 0 && pos + 1 > p.sliding_window) ? pos + 1 - p.sliding_window : 0;
     if (lo > hi) lo = hi;
   };
+  // Each kv head's keys transposed ([d][ldk]: a block of kKeyBlock keys from any j0 is kt + j0, the
+  // lanes past tk zero) and, for f16 / bf16, its values in f32 ([tk][dv]), once for every query head
+  // and tile that reads them (decode with 8 query heads per kv head transposed each block 8 times)
+  constexpr bool kValuesInPlace = std::is_same_v<T, float>;
+  const size_t nblk = (n.tk + kKeyBlock - 1) / kKeyBlock, ldk = (nblk + 1) * kKeyBlock;
+  const size_t kv_heads = n.b * n.hkv;
+  const bool shared =
+      (kv_heads * (n.d * ldk + (kValuesInPlace ? 0 : n.tk * n.dv))) * sizeof(float) <= shared_keys_limit();
+  std::unique_ptr<float[]> kt_all, v_all;
+  if (shared) {
+    kt_all.reset(new float[kv_heads * n.d * ldk]);
+    if (!kValuesInPlace) v_all.reset(new float[kv_heads * n.tk * n.dv]);
+    const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / (kKeyBlock * (n.d + n.dv)));
+    cpu::parallel_for(kv_heads * nblk, grain, [&](size_t u0, size_t u1) {
+      for (size_t u = u0; u < u1; ++u) {
+        const size_t blk = u % nblk, bk = u / nblk, bi = bk / n.hkv, kvh = bk % n.hkv;
+        const size_t j0 = blk * kKeyBlock, nb = std::min(kKeyBlock, n.tk - j0);
+        float* kt = kt_all.get() + bk * n.d * ldk;
+        if constexpr (kValuesInPlace) {
+          transpose_keys(k.row(bi, kvh, j0), k.s2, nb, n.d, kt + j0, ldk);
+        } else {
+          for (size_t i = 0; i < n.d; ++i)
+            for (size_t j = 0; j < nb; ++j)
+              kt[i * ldk + j0 + j] = static_cast<float>(k.row(bi, kvh, j0 + j)[i]);
+        }
+        // the zero lanes past tk (the last block and the one after it)
+        if (blk + 1 == nblk)
+          for (size_t i = 0; i < n.d; ++i) std::fill(kt + i * ldk + j0 + nb, kt + (i + 1) * ldk, 0.0f);
+        if constexpr (!kValuesInPlace)
+          for (size_t j = 0; j < nb; ++j)
+            to_f32(v.row(bi, kvh, j0 + j), n.dv, v_all.get() + (bk * n.tk + j0 + j) * n.dv);
+      }
+    });
+  }
   // a unit (one query tile of one head) costs about rows x tk x (d + dv) multiply-adds: units
   // grouped so that a thread's share is worth waking it for (~64K of them; a decode over a short
   // cache stays on the calling thread)
   const size_t unit_work = std::max<size_t>(1, std::min(kQueryTile, n.tq) * n.tk * (n.d + n.dv));
   const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / unit_work);
   cpu::parallel_for(n.b * n.h * tiles, grain, [&](size_t u0, size_t u1) {
-    std::vector<float> qf(kQueryTile * n.d), kf(n.d), kt(kKeyBlock * n.d), vf(kKeyBlock * n.dv);
+    std::vector<float> qf(kQueryTile * n.d), kf, kt, vf;
+    if (!shared) {
+      kf.resize(n.d);
+      kt.resize(kKeyBlock * n.d);
+      vf.resize(kKeyBlock * n.dv);
+    }
     std::vector<float> acc(kQueryTile * n.dv), m(kQueryTile), l(kQueryTile), s(kKeyBlock);
     for (size_t u = u0; u < u1; ++u) {
       const size_t tile = u % tiles, bh = u / tiles, hi_ = bh % n.h, bi = bh / n.h, kvh = hi_ / group;
@@ -162,21 +249,41 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
       std::fill(l.begin(), l.begin() + rows, 0.0f);
       for (size_t j0 = tile_lo; j0 < tile_hi; j0 += kKeyBlock) {
         const size_t nb = std::min(kKeyBlock, tile_hi - j0);
-        for (size_t j = 0; j < nb; ++j) {
-          to_f32(k.row(bi, kvh, j0 + j), n.d, kf.data());
-          for (size_t i = 0; i < n.d; ++i) kt[i * kKeyBlock + j] = kf[i];
-          to_f32(v.row(bi, kvh, j0 + j), n.dv, vf.data() + j * n.dv);
+        // the block's keys transposed (kb, ldk apart) and values (vb, ldv apart)
+        const float *kb, *vb;
+        size_t kld, ldv;
+        if (shared) {
+          const size_t bk = bi * n.hkv + kvh;
+          kb = kt_all.get() + bk * n.d * ldk + j0;
+          kld = ldk;
+          if constexpr (kValuesInPlace) {
+            vb = v.row(bi, kvh, j0);
+            ldv = v.s2;
+          } else {
+            vb = v_all.get() + (bk * n.tk + j0) * n.dv;
+            ldv = n.dv;
+          }
+        } else {
+          for (size_t j = 0; j < nb; ++j) {
+            to_f32(k.row(bi, kvh, j0 + j), n.d, kf.data());
+            for (size_t i = 0; i < n.d; ++i) kt[i * kKeyBlock + j] = kf[i];
+            to_f32(v.row(bi, kvh, j0 + j), n.dv, vf.data() + j * n.dv);
+          }
+          for (size_t i = 0; nb < kKeyBlock && i < n.d; ++i)
+            std::fill(kt.begin() + static_cast<std::ptrdiff_t>(i * kKeyBlock + nb),
+                      kt.begin() + static_cast<std::ptrdiff_t>((i + 1) * kKeyBlock), 0.0f);
+          kb = kt.data();
+          kld = kKeyBlock;
+          vb = vf.data();
+          ldv = n.dv;
         }
-        for (size_t i = 0; nb < kKeyBlock && i < n.d; ++i)
-          std::fill(kt.begin() + static_cast<std::ptrdiff_t>(i * kKeyBlock + nb),
-                    kt.begin() + static_cast<std::ptrdiff_t>((i + 1) * kKeyBlock), 0.0f);
         for (size_t r = 0; r < rows; ++r) {
           size_t lo, hi;
           key_range(offset + r0 + r, lo, hi);
           const size_t a = std::max(lo, j0), e = std::min(hi, j0 + nb);
           if (a >= e) continue;
           // scores of the visible keys [a, e) of this block; the rest -inf
-          block_scores(qf.data() + r * n.d, kt.data(), n.d, p.scale, s.data());
+          block_scores(qf.data() + r * n.d, kb, kld, n.d, p.scale, s.data());
           float mb = neg_inf;
           for (size_t j = 0; j < nb; ++j) {
             if (j + j0 < a || j + j0 >= e) {
@@ -192,7 +299,7 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
           const float sum = exp_block(s.data(), nb, m_new);
           l[r] = l[r] * corr + sum;
           m[r] = m_new;
-          scale_accumulate(acc.data() + r * n.dv, n.dv, corr, s.data(), vf.data(), nb);
+          scale_accumulate(acc.data() + r * n.dv, n.dv, corr, s.data(), vb, ldv, nb);
         }
       }
       for (size_t r = 0; r < rows; ++r) {

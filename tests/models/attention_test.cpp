@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,26 @@ TEST(Attention, DeterministicAcrossThreadCounts) {
   auto b = ops::scaled_dot_product_attention(q, k, v, 0.2, true, 40).flatten_all().to_vec1<float>();
   set_num_threads(before);
   EXPECT_EQ(a, b);
+}
+
+// The keys transposed once per kv head (the default) or by each work item for itself (over
+// CANDLE_CPU_ATTN_SHARED_MB, here 0): the same bytes, f32 (values read in place) and f16 (converted),
+// every case's shape (decode, GQA, windows whose blocks start off the 64-key grid, soft-capping)
+TEST(Attention, KeysTransposedOnceGiveThePerItemBits) {
+  for (DType dt : {DType::F32, DType::F16})
+    for (const Case& c : kCases) {
+      Tensor q = randn({c.b, c.h, c.tq, c.d}, 21).to_dtype(dt),
+             k = randn({c.b, c.hkv, c.tk, c.d}, 22).to_dtype(dt),
+             v = randn({c.b, c.hkv, c.tk, c.d}, 23).to_dtype(dt);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+      auto run = [&](const char* mb) {
+        setenv("CANDLE_CPU_ATTN_SHARED_MB", mb, 1);
+        Tensor y = ops::scaled_dot_product_attention(q, k, v, scale, c.causal, c.window, c.softcap);
+        unsetenv("CANDLE_CPU_ATTN_SHARED_MB");
+        return y.to_dtype(DType::F32).flatten_all().to_vec1<float>();
+      };
+      EXPECT_EQ(run("64"), run("0")) << dtype_name(dt) << " tq " << c.tq << " tk " << c.tk << " d " << c.d;
+    }
 }
 
 // Under autograd the op takes the tensor-op path, so gradients flow to q, k and v.
