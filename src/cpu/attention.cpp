@@ -1,11 +1,12 @@
 // Fused scaled dot-product attention on the CPU (the BackendStorage hook behind
 // candle::nn::ops::scaled_dot_product_attention): flash-attention style, no mask tensor and no
-// score matrix beyond one block. Work items are (batch, head, tile of query rows); for each tile
-// the visible keys are visited in blocks of kKeyBlock, converted to f32 once per tile (the keys
-// transposed, so that a row's 64 scores are vector lanes summed in order of the head dim, and the
-// values' columns are accumulated 64 at a time in registers), and every row keeps a running max,
-// a running sum and an f32 accumulator (online softmax). Each output
-// row is computed by one thread in a fixed order, so the bytes do not depend on the thread count.
+// score matrix beyond one block. A first pass transposes each kv head's keys to f32 once (so that
+// a row's 64 scores are vector lanes summed in order of the head dim; f16 / bf16 values are
+// converted there too, f32 ones read in place). Work items are (batch, head, tile of query rows);
+// for each tile the visible keys are visited in blocks of kKeyBlock (the values' columns
+// accumulated 64 at a time in registers), and every row keeps a running max, a running sum and an
+// f32 accumulator (online softmax). Each output row is computed by one thread in a fixed order, so
+// the bytes do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -63,8 +64,8 @@ typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
 #define store8(p, v) (*reinterpret_cast<v8f*>(p) = (v))
 
 // s[j] = scale * dot(q, k_j) for the kKeyBlock keys of a block, from kt, the block's keys transposed
-// (row i of kt, ldk floats apart, holds element i of the keys; lanes past the block's keys hold
-// anything finite and are not used): each dot product summed in order of i, the keys in the vector
+// (row i of kt, ldk floats apart, holds element i of the keys; the lanes past the block's keys may
+// hold anything and are not used): each dot product summed in order of i, the keys in the vector
 // lanes (no horizontal sums)
 CANDLE_TARGET_CLONES void block_scores(const float* q, const float* kt, size_t ldk, size_t d, float scale,
                                        float* s) {
