@@ -5,9 +5,12 @@
 // of ggml's public C API that this needs are declared here (no headers are shipped).
 //
 //   qmatmul_vs_ggml --lib-dir DIR [--threads N] [--rounds R] [--types q4_0,q8_0] [--shapes 4096x4096]
-//                   [--m 1,128,512] [--packed 1]
+//                   [--m 1,128,512] [--packed 1] [--ggml-repack q4_0,q4_K]
 // --packed 1 (the default, what QMatMul::from_arc_repacked and the GGUF models use): the types with a
-// packed layout (qmm_pack: Q4_0, Q8_0) run packed ("+packed" after the kernel name); 0: the plain blocks.
+// packed layout (qmm_pack) run packed ("+packed" after the kernel name); 0: the plain blocks.
+// --ggml-repack LIST (default q4_0,q4_K; 0: none): those types go to llama.cpp's CPU_REPACK buffer
+// (its interleaved rows and their GEMM kernels, what its model loader uses on this CPU where the row
+// count allows), "(ggml: CPU_REPACK)" after the kernel name; the others are ggml's plain blocks.
 // prints one line per (type, n, k, m): the median seconds per call of each (R rounds of about
 // 0.15 s each, taken alternately), the weights' GB/s, the ratio (ours / ggml throughput) and the
 // largest difference between the two outputs relative to the output's largest magnitude.
@@ -21,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -35,6 +39,10 @@ struct ggml_context;
 struct ggml_tensor;
 struct ggml_cgraph;
 struct ggml_threadpool;
+struct ggml_backend_reg;
+struct ggml_backend_device;
+struct ggml_backend_buffer_type;
+struct ggml_backend_buffer;
 struct InitParams {
   size_t mem_size;
   void* mem_buffer;
@@ -70,8 +78,27 @@ struct Ggml {
   void (*threadpool_free)(ggml_threadpool*);
   void (*threadpool_pause)(ggml_threadpool*);
   void (*threadpool_resume)(ggml_threadpool*);
+  // llama.cpp's CPU_REPACK buffer type (its interleaved weights and their GEMM kernels), for --ggml-repack
+  ggml_backend_reg* (*cpu_reg)();
+  void* (*reg_get_proc_address)(ggml_backend_reg*, const char*);
+  ggml_backend_device* (*reg_dev_get)(ggml_backend_reg*, size_t);
+  const char* (*buft_name)(ggml_backend_buffer_type*);
+  ggml_backend_buffer* (*alloc_ctx_tensors_from_buft)(ggml_context*, ggml_backend_buffer_type*);
+  void (*tensor_set)(ggml_tensor*, const void*, size_t, size_t);
+  void (*buffer_free)(ggml_backend_buffer*);
   std::string variant;
 };
+
+// the CPU device's extra buffer type named CPU_REPACK, or nullptr
+ggml_backend_buffer_type* repack_buft(const Ggml& g) {
+  ggml_backend_reg* reg = g.cpu_reg();
+  using ExtraBufts = ggml_backend_buffer_type** (*)(ggml_backend_device*);
+  auto extra = reinterpret_cast<ExtraBufts>(g.reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
+  if (!extra) return nullptr;
+  for (ggml_backend_buffer_type** b = extra(g.reg_dev_get(reg, 0)); b && *b; ++b)
+    if (std::string(g.buft_name(*b)) == "CPU_REPACK") return *b;
+  return nullptr;
+}
 
 template <typename F>
 void sym(void* lib, const char* name, F& f) {
@@ -129,6 +156,13 @@ Ggml load(const std::string& dir) {
   sym(best, "ggml_threadpool_free", g.threadpool_free);
   sym(best, "ggml_threadpool_pause", g.threadpool_pause);
   sym(best, "ggml_threadpool_resume", g.threadpool_resume);
+  sym(best, "ggml_backend_cpu_reg", g.cpu_reg);
+  sym(base, "ggml_backend_reg_get_proc_address", g.reg_get_proc_address);
+  sym(base, "ggml_backend_reg_dev_get", g.reg_dev_get);
+  sym(base, "ggml_backend_buft_name", g.buft_name);
+  sym(base, "ggml_backend_alloc_ctx_tensors_from_buft", g.alloc_ctx_tensors_from_buft);
+  sym(base, "ggml_backend_tensor_set", g.tensor_set);
+  sym(base, "ggml_backend_buffer_free", g.buffer_free);
   g.cpu_init();
   return g;
 }
@@ -166,6 +200,7 @@ double memcpy_gbps() {
   const size_t bytes = size_t{256} << 20;
   std::vector<char> a(bytes, 1), b(bytes, 2);
   std::vector<double> t;
+  t.reserve(5);
   for (int r = 0; r < 5; ++r)
     t.push_back(seconds_per_call([&] { std::memcpy(b.data(), a.data(), bytes); }, 0.2));
   return double(bytes) / median(t) / 1e9;
@@ -175,7 +210,7 @@ double memcpy_gbps() {
 
 int main(int argc, char** argv) {
   std::string lib_dir, types = "q4_0,q8_0,q4_K,q6_K,iq4_xs", shapes = "4096x4096,11008x4096,4096x11008",
-                       ms = "1,128,512";
+                       ms = "1,128,512", ggml_repack = "q4_0,q4_K";
   int threads = 2, rounds = 5, packed_opt = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -193,19 +228,33 @@ int main(int argc, char** argv) {
       ms = v;
     else if (a == "--packed")
       packed_opt = std::atoi(v.c_str());
+    else if (a == "--ggml-repack")
+      ggml_repack = v == "0" ? "" : v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
   if (lib_dir.empty() || threads < 1 || rounds < 1) {
-    std::fprintf(
-        stderr,
-        "usage: %s --lib-dir DIR [--threads N] [--rounds R] [--types ..] [--shapes NxK,..] [--m ..]\n",
-        argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s --lib-dir DIR [--threads N] [--rounds R] [--types ..] [--shapes NxK,..] [--m ..] "
+                 "[--packed 0|1] [--ggml-repack LIST|0]\n",
+                 argv[0]);
     return 2;
   }
   Ggml g = load(lib_dir);
+  // the types given to llama.cpp's CPU_REPACK buffer, as its model loader does where it has a layout
+  // for them on this CPU (Q4_0 and Q4_K with AVX2 in the llama.cpp of tools/peers)
+  ggml_backend_buffer_type* rbuft = ggml_repack.empty() ? nullptr : repack_buft(g);
+  std::set<candle::quantized::GgmlDType> repack_types;
+  for (const std::string& tn : split(ggml_repack, ',')) {
+    auto t = candle::quantized::ggml_dtype_from_name(tn);
+    if (!t) {
+      std::fprintf(stderr, "--ggml-repack: unknown type %s\n", tn.c_str());
+      return 2;
+    }
+    repack_types.insert(*t);
+  }
   candle::set_num_threads(static_cast<size_t>(threads));
   TpParams tpp = g.threadpool_params_default(threads);
   ggml_threadpool* tp = g.threadpool_new(&tpp);
@@ -250,7 +299,18 @@ int main(int argc, char** argv) {
         }
         float* xd = static_cast<float*>(g.get_data(X));
         for (size_t i = 0; i < m * k; ++i) xd[i] = nd(rng);
-        ggml_tensor* Y = g.mul_mat(ctx, W, X);
+        // llama.cpp's own layout where its model loader would choose it for this type
+        ggml_tensor* Wm = W;
+        ggml_context* ctx_r = nullptr;
+        ggml_backend_buffer* rbuf = nullptr;
+        if (rbuft && repack_types.count(*t) && n % 8 == 0) {
+          InitParams rp{2 * g.tensor_overhead(), nullptr, true};
+          ctx_r = g.init(rp);
+          Wm = g.new_tensor_2d(ctx_r, static_cast<int>(*t), static_cast<int64_t>(k), static_cast<int64_t>(n));
+          rbuf = g.alloc_ctx_tensors_from_buft(ctx_r, rbuft);
+          g.tensor_set(Wm, g.get_data(W), 0, wbytes);
+        }
+        ggml_tensor* Y = g.mul_mat(ctx, Wm, X);
         ggml_cgraph* gf = g.new_graph(ctx);
         g.build_forward_expand(gf, Y);
         CPlan plan = g.graph_plan(gf, threads, tp);
@@ -285,10 +345,13 @@ int main(int argc, char** argv) {
           to.push_back(seconds_per_call(run_ours, 0.15));
         }
         const double sg = median(tg), so = median(to);
-        std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s%s\n", tn.c_str(), n, k,
-                    m, so * 1e3, sg * 1e3, wbytes / so / 1e9, wbytes / sg / 1e9, sg / so, maxdiff / maxabs,
-                    candle::quantized::qmatmul_cpu_kernel_name(*t), packed ? "+packed" : "");
+        std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s%s%s\n", tn.c_str(), n,
+                    k, m, so * 1e3, sg * 1e3, wbytes / so / 1e9, wbytes / sg / 1e9, sg / so, maxdiff / maxabs,
+                    candle::quantized::qmatmul_cpu_kernel_name(*t), packed ? "+packed" : "",
+                    rbuf ? " (ggml: CPU_REPACK)" : "");
         std::fflush(stdout);
+        if (rbuf) g.buffer_free(rbuf);
+        if (ctx_r) g.free(ctx_r);
         g.free(ctx);
       }
     }
