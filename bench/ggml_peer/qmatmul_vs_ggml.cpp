@@ -11,6 +11,8 @@
 // --ggml-repack LIST (default q4_0,q4_K; 0: none): those types go to llama.cpp's CPU_REPACK buffer
 // (its interleaved rows and their GEMM kernels, what its model loader uses on this CPU where the row
 // count allows), "(ggml: CPU_REPACK)" after the kernel name; the others are ggml's plain blocks.
+// --ggml-buft NAME (default CPU_REPACK): another of the CPU device's extra buffer types for them, e.g.
+// AMX (what llama.cpp's loader prefers on a CPU with AMX, for the types its AMX kernels take).
 // prints one line per (type, n, k, m): the median seconds per call of each (R rounds of about
 // 0.15 s each, taken alternately), the weights' GB/s, the ratio (ours / ggml throughput) and the
 // largest difference between the two outputs relative to the output's largest magnitude.
@@ -89,14 +91,14 @@ struct Ggml {
   std::string variant;
 };
 
-// the CPU device's extra buffer type named CPU_REPACK, or nullptr
-ggml_backend_buffer_type* repack_buft(const Ggml& g) {
+// the CPU device's extra buffer type of that name (CPU_REPACK, AMX), or nullptr
+ggml_backend_buffer_type* extra_buft(const Ggml& g, const std::string& name) {
   ggml_backend_reg* reg = g.cpu_reg();
   using ExtraBufts = ggml_backend_buffer_type** (*)(ggml_backend_device*);
   auto extra = reinterpret_cast<ExtraBufts>(g.reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
   if (!extra) return nullptr;
   for (ggml_backend_buffer_type** b = extra(g.reg_dev_get(reg, 0)); b && *b; ++b)
-    if (std::string(g.buft_name(*b)) == "CPU_REPACK") return *b;
+    if (g.buft_name(*b) == name) return *b;
   return nullptr;
 }
 
@@ -210,7 +212,7 @@ double memcpy_gbps() {
 
 int main(int argc, char** argv) {
   std::string lib_dir, types = "q4_0,q8_0,q4_K,q6_K,iq4_xs", shapes = "4096x4096,11008x4096,4096x11008",
-                       ms = "1,128,512", ggml_repack = "q4_0,q4_K";
+                       ms = "1,128,512", ggml_repack = "q4_0,q4_K", ggml_buft = "CPU_REPACK";
   int threads = 2, rounds = 5, packed_opt = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -230,6 +232,8 @@ int main(int argc, char** argv) {
       packed_opt = std::atoi(v.c_str());
     else if (a == "--ggml-repack")
       ggml_repack = v == "0" ? "" : v;
+    else if (a == "--ggml-buft")
+      ggml_buft = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -238,14 +242,20 @@ int main(int argc, char** argv) {
   if (lib_dir.empty() || threads < 1 || rounds < 1) {
     std::fprintf(stderr,
                  "usage: %s --lib-dir DIR [--threads N] [--rounds R] [--types ..] [--shapes NxK,..] [--m ..] "
-                 "[--packed 0|1] [--ggml-repack LIST|0]\n",
+                 "[--packed 0|1] [--ggml-repack LIST|0] [--ggml-buft NAME]\n",
                  argv[0]);
     return 2;
   }
   Ggml g = load(lib_dir);
   // the types given to llama.cpp's CPU_REPACK buffer, as its model loader does where it has a layout
   // for them on this CPU (Q4_0 and Q4_K with AVX2 in the llama.cpp of tools/peers)
-  ggml_backend_buffer_type* rbuft = ggml_repack.empty() ? nullptr : repack_buft(g);
+  ggml_backend_buffer_type* rbuft = ggml_repack.empty() ? nullptr : extra_buft(g, ggml_buft);
+  if (!ggml_repack.empty() && !rbuft) {
+    std::fprintf(stderr,
+                 "ggml's CPU device has no extra buffer type %s (--ggml-buft; --ggml-repack 0 for none)\n",
+                 ggml_buft.c_str());
+    return 2;
+  }
   std::set<candle::quantized::GgmlDType> repack_types;
   for (const std::string& tn : split(ggml_repack, ',')) {
     auto t = candle::quantized::ggml_dtype_from_name(tn);
@@ -348,7 +358,7 @@ int main(int argc, char** argv) {
         std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s%s%s\n", tn.c_str(), n,
                     k, m, so * 1e3, sg * 1e3, wbytes / so / 1e9, wbytes / sg / 1e9, sg / so, maxdiff / maxabs,
                     candle::quantized::qmatmul_cpu_kernel_name(*t), packed ? "+packed" : "",
-                    rbuf ? " (ggml: CPU_REPACK)" : "");
+                    rbuf ? (" (ggml: " + ggml_buft + ")").c_str() : "");
         std::fflush(stdout);
         if (rbuf) g.buffer_free(rbuf);
         if (ctx_r) g.free(ctx_r);
