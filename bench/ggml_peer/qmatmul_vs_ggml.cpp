@@ -80,7 +80,7 @@ struct Ggml {
   void (*threadpool_free)(ggml_threadpool*);
   void (*threadpool_pause)(ggml_threadpool*);
   void (*threadpool_resume)(ggml_threadpool*);
-  // llama.cpp's CPU_REPACK buffer type (its interleaved weights and their GEMM kernels), for --ggml-repack
+  // llama.cpp's extra buffer types (CPU_REPACK, AMX: its own weight layouts and kernels), for --ggml-repack
   ggml_backend_reg* (*cpu_reg)();
   void* (*reg_get_proc_address)(ggml_backend_reg*, const char*);
   ggml_backend_device* (*reg_dev_get)(ggml_backend_reg*, size_t);
@@ -247,8 +247,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   Ggml g = load(lib_dir);
-  // the types given to llama.cpp's CPU_REPACK buffer, as its model loader does where it has a layout
-  // for them on this CPU (Q4_0 and Q4_K with AVX2 in the llama.cpp of tools/peers)
+  // the types given to llama.cpp's extra buffer (--ggml-buft), as its model loader does where it has a
+  // layout for them on this CPU (CPU_REPACK: Q4_0 and Q4_K with AVX2 in the llama.cpp of tools/peers)
   ggml_backend_buffer_type* rbuft = ggml_repack.empty() ? nullptr : extra_buft(g, ggml_buft);
   if (!ggml_repack.empty() && !rbuft) {
     std::fprintf(stderr,

@@ -156,13 +156,25 @@ CANDLE_TARGET_CLONES void transpose_keys(const float* k, size_t lds, size_t nb, 
 #undef load8
 #undef store8
 
+// dst[i * ldk + j] = key j0 + j's element i in f32, for the nb keys from j0 of kv head (bi, kvh)
+template <typename T>
+void keys_transposed(const Operand4<T>& k, size_t bi, size_t kvh, size_t j0, size_t nb, size_t d, float* dst,
+                     size_t ldk) {
+  if constexpr (std::is_same_v<T, float>) {
+    transpose_keys(k.row(bi, kvh, j0), k.s2, nb, d, dst, ldk);
+  } else {
+    for (size_t i = 0; i < d; ++i)
+      for (size_t j = 0; j < nb; ++j) dst[i * ldk + j] = static_cast<float>(k.row(bi, kvh, j0 + j)[i]);
+  }
+}
+
 struct Dims {
   size_t b, h, hkv, tq, tk, d, dv;
 };
 
 // The bytes the keys transposed (and the values in f32, for f16 / bf16) may take once per kv head
-// (CANDLE_CPU_ATTN_SHARED_MB, default 64; read at each call); above it each work item transposes the
-// key blocks it visits itself, as every item did before (the same bits either way).
+// (CANDLE_CPU_ATTN_SHARED_MB, default 64; read at each call); above it each work item transposes (and
+// converts) the blocks it visits itself (the same bits either way).
 size_t shared_keys_limit() {
   const char* e = std::getenv("CANDLE_CPU_ATTN_SHARED_MB");
   if (!e || !*e) return size_t{64} << 20;
@@ -205,13 +217,7 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
         const size_t blk = u % nblk, bk = u / nblk, bi = bk / n.hkv, kvh = bk % n.hkv;
         const size_t j0 = blk * kKeyBlock, nb = std::min(kKeyBlock, n.tk - j0);
         float* kt = kt_all.get() + bk * n.d * ldk;
-        if constexpr (kValuesInPlace) {
-          transpose_keys(k.row(bi, kvh, j0), k.s2, nb, n.d, kt + j0, ldk);
-        } else {
-          for (size_t i = 0; i < n.d; ++i)
-            for (size_t j = 0; j < nb; ++j)
-              kt[i * ldk + j0 + j] = static_cast<float>(k.row(bi, kvh, j0 + j)[i]);
-        }
+        keys_transposed(k, bi, kvh, j0, nb, n.d, kt + j0, ldk);
         // the zero lanes past tk (the last block and the one after it)
         if (blk + 1 == nblk)
           for (size_t i = 0; i < n.d; ++i) std::fill(kt + i * ldk + j0 + nb, kt + (i + 1) * ldk, 0.0f);
@@ -227,11 +233,10 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
   const size_t unit_work = std::max<size_t>(1, std::min(kQueryTile, n.tq) * n.tk * (n.d + n.dv));
   const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / unit_work);
   cpu::parallel_for(n.b * n.h * tiles, grain, [&](size_t u0, size_t u1) {
-    std::vector<float> qf(kQueryTile * n.d), kf, kt, vf;
+    std::vector<float> qf(kQueryTile * n.d), kt, vf;
     if (!shared) {
-      kf.resize(n.d);
       kt.resize(kKeyBlock * n.d);
-      vf.resize(kKeyBlock * n.dv);
+      if (!kValuesInPlace) vf.resize(kKeyBlock * n.dv);
     }
     std::vector<float> acc(kQueryTile * n.dv), m(kQueryTile), l(kQueryTile), s(kKeyBlock);
     for (size_t u = u0; u < u1; ++u) {
@@ -251,32 +256,25 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
       for (size_t j0 = tile_lo; j0 < tile_hi; j0 += kKeyBlock) {
         const size_t nb = std::min(kKeyBlock, tile_hi - j0);
         // the block's keys transposed (kb, ldk apart) and values (vb, ldv apart)
-        const float *kb, *vb;
-        size_t kld, ldv;
+        const size_t bk = bi * n.hkv + kvh;
+        const float *kb = kt.data(), *vb = vf.data();
+        size_t kld = kKeyBlock, ldv = n.dv;
         if (shared) {
-          const size_t bk = bi * n.hkv + kvh;
           kb = kt_all.get() + bk * n.d * ldk + j0;
           kld = ldk;
-          if constexpr (kValuesInPlace) {
-            vb = v.row(bi, kvh, j0);
-            ldv = v.s2;
-          } else {
-            vb = v_all.get() + (bk * n.tk + j0) * n.dv;
-            ldv = n.dv;
-          }
         } else {
-          for (size_t j = 0; j < nb; ++j) {
-            to_f32(k.row(bi, kvh, j0 + j), n.d, kf.data());
-            for (size_t i = 0; i < n.d; ++i) kt[i * kKeyBlock + j] = kf[i];
-            to_f32(v.row(bi, kvh, j0 + j), n.dv, vf.data() + j * n.dv);
-          }
+          keys_transposed(k, bi, kvh, j0, nb, n.d, kt.data(), kKeyBlock);
           for (size_t i = 0; nb < kKeyBlock && i < n.d; ++i)
             std::fill(kt.begin() + static_cast<std::ptrdiff_t>(i * kKeyBlock + nb),
                       kt.begin() + static_cast<std::ptrdiff_t>((i + 1) * kKeyBlock), 0.0f);
-          kb = kt.data();
-          kld = kKeyBlock;
-          vb = vf.data();
-          ldv = n.dv;
+        }
+        if constexpr (kValuesInPlace) {
+          vb = v.row(bi, kvh, j0);
+          ldv = v.s2;
+        } else if (shared) {
+          vb = v_all.get() + (bk * n.tk + j0) * n.dv;
+        } else {
+          for (size_t j = 0; j < nb; ++j) to_f32(v.row(bi, kvh, j0 + j), n.dv, vf.data() + j * n.dv);
         }
         for (size_t r = 0; r < rows; ++r) {
           size_t lo, hi;

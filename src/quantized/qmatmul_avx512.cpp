@@ -82,13 +82,7 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
         const uint8_t* q = blk + (kIq ? 160 : 320) + 512 * p;
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-          if constexpr (C == 1 && kQ5) {
-            // decode: the group-block after next into L1, 128 bytes a step (a Q5_K block's work per
-            // byte leaves the hardware prefetchers too little lead from DRAM)
-            const uint8_t* ahead = blk + 2 * kGroupBlock + 128 * (8 * p + j);
-            _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
-          }
+          if constexpr (C == 1 && kQ5) qmm_q5k_prefetch_ahead(blk, 8 * p + j);  // decode
           const __m512i v = _mm512_loadu_si512(q + 64 * j);
           __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
           if constexpr (kIq) {

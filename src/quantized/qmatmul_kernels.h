@@ -239,10 +239,16 @@ const int* avx512_lane_offsets(GgmlDType t, size_t m);
 // The kernels over weights in qmm_pack's layout (qmatmul_cpu.h): kPackRows rows side by side
 constexpr size_t kPackRows = 16;
 // the bytes of one packed group-block (16 rows x one super-block) of the 256-element types
-// (qmatmul_pack.cpp gives their layouts)
-// (Q5_K's is Q4_K's, then its high bits)
+// (qmatmul_pack.cpp gives their layouts; Q5_K's is Q4_K's, then its high bits)
 constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ5kGroupBlock = 2880, kPackedQ6kGroupBlock = 3360,
                  kPackedIq4xsGroupBlock = 2208;
+// Packed Q5_K decode: step s (0..31) of the group-block at blk brings 128 bytes of the group-block
+// after next into L1 (at Q5_K's work per byte the hardware prefetchers get too little lead from DRAM)
+inline void qmm_q5k_prefetch_ahead(const uint8_t* blk, int step) {
+  const uint8_t* ahead = blk + 2 * kPackedQ5kGroupBlock + 128 * step;
+  __builtin_prefetch(ahead, 0, 3);
+  __builtin_prefetch(ahead + 64, 0, 3);
+}
 KernelFn avx2_packed_kernel(GgmlDType t);
 KernelFn avx512_packed_kernel(GgmlDType t);
 // AMX (qmatmul_amx.cpp): tiles of 16 activation rows x 16 packed weight rows for Q4_0 and Q8_0
