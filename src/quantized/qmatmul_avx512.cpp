@@ -34,6 +34,7 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
   // indices, Q5_K's get their high bits from the qh runs
   constexpr bool kIq = T == GgmlDType::IQ4_XS, kQ5 = T == GgmlDType::Q5K;
   constexpr bool kSuper = T == GgmlDType::Q4K || kQ5 || kIq;
+  static_assert(kSuper || kPackedLegacy<T>);
   constexpr size_t kGroupBlock = T == GgmlDType::Q4K ? kPackedQ4kGroupBlock
                                  : kQ5               ? kPackedQ5kGroupBlock
                                  : kIq               ? kPackedIq4xsGroupBlock
@@ -54,18 +55,7 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
     const uint8_t* blk = grp + b * kGroupBlock;
     __m512i isum[C];
     for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
-    if constexpr (T == GgmlDType::Q4_0) {
-      const uint8_t* q = blk + 2 * kPackRows;
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i v = _mm512_loadu_si512(q + 64 * j);
-        const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        for (int c = 0; c < C; ++c) {
-          isum[c] = _mm512_dpbusd_epi32(isum[c], lo, qmm_zbcast32(xq[c] + 32 * b + 4 * j));
-          isum[c] = _mm512_dpbusd_epi32(isum[c], hi, qmm_zbcast32(xq[c] + 32 * b + 16 + 4 * j));
-        }
-      }
-    } else if constexpr (T == GgmlDType::Q8_0) {
+    if constexpr (T == GgmlDType::Q8_0) {
       const uint8_t* q = blk + 2 * kPackRows;
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
@@ -73,6 +63,28 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
             _mm512_xor_si512(_mm512_loadu_si512(q + 64 * j), _mm512_set1_epi8(static_cast<char>(0x80)));
         for (int c = 0; c < C; ++c)
           isum[c] = _mm512_dpbusd_epi32(isum[c], v, qmm_zbcast32(xq[c] + 32 * b + 4 * j));
+      }
+    } else if constexpr (!kSuper) {
+      // Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL (qmatmul_packed.inc's PackedLegacy): quad j's nibbles, Q5's high
+      // bits from their lane, IQ4_NL's levels + 128
+      using L = PackedLegacy<T>;
+      const uint8_t* q = blk + L::kQuads;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * j);
+        __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (L::kQ5) {
+          const __m512i z = _mm512_loadu_si512(blk + L::kHigh);
+          lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_sll_epi16(z, _mm_cvtsi32_si128(4 - j)), m16));
+          hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_srl_epi16(z, _mm_cvtsi32_si128(j)), m16));
+        } else if constexpr (T == GgmlDType::IQ4_NL) {
+          lo = _mm512_shuffle_epi8(levels, lo);
+          hi = _mm512_shuffle_epi8(levels, hi);
+        }
+        for (int c = 0; c < C; ++c) {
+          isum[c] = _mm512_dpbusd_epi32(isum[c], lo, qmm_zbcast32(xq[c] + 32 * b + 4 * j));
+          isum[c] = _mm512_dpbusd_epi32(isum[c], hi, qmm_zbcast32(xq[c] + 32 * b + 16 + 4 * j));
+        }
       }
     } else {
       static_assert(kSuper);
@@ -141,11 +153,18 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
         }
       }
     } else {
-      constexpr int kOffShift = T == GgmlDType::Q4_0 ? 3 : 7;
+      using L = PackedLegacy<T>;
+      [[maybe_unused]] const __m512 mw = L::kMin ? qmm_zh2f16(blk + 32) : dw;
       for (int c = 0; c < C; ++c) {
         const size_t at = col[c] * nb + b;
-        const __m512i is = _mm512_sub_epi32(isum[c], _mm512_set1_epi32(a.sums32[at] * (1 << kOffShift)));
-        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a.d[at])), qmm_zi2f(is), facc[c]);
+        __m512i is = isum[c];
+        if constexpr (L::kOffShift >= 0)
+          is = _mm512_sub_epi32(is, _mm512_set1_epi32(a.sums32[at] * (1 << L::kOffShift)));
+        const __m512 dx = _mm512_set1_ps(a.d[at]);
+        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(is), facc[c]);
+        if constexpr (L::kMin)
+          facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(mw, dx), _mm512_set1_ps(static_cast<float>(a.sums32[at])),
+                                    facc[c]);
       }
     }
   }

@@ -238,6 +238,35 @@ KernelFn avx512_kernel(GgmlDType t);
 const int* avx512_lane_offsets(GgmlDType t, size_t m);
 // The kernels over weights in qmm_pack's layout (qmatmul_cpu.h): kPackRows rows side by side
 constexpr size_t kPackRows = 16;
+// Q5_0 / Q5_1's 32 high bits (qh) in the packed lane of a row: byte i holds, in bit j, element
+// 4j + i's (the low nibble of quad run j) and in bit 4 + j element 16 + 4j + i's (the high nibble), so
+// that quad j's bits reach bit 4 of each byte by one 16-bit shift (left 4 - j, right j) and a mask
+constexpr uint32_t qh5_lane(uint32_t qh) {
+  uint32_t z = 0;
+  for (uint32_t i = 0; i < 4; ++i)
+    for (uint32_t j = 0; j < 4; ++j) {
+      z |= ((qh >> (4 * j + i)) & 1u) << (8 * i + j);
+      z |= ((qh >> (16 + 4 * j + i)) & 1u) << (8 * i + 4 + j);
+    }
+  return z;
+}
+// The 32-element block types (qmatmul_pack.cpp's layouts), what differs between them: the f16
+// fields (d, and the min m of Q4_1 / Q5_1), the high bits' lane (Q5_0 / Q5_1), where the quad runs
+// begin, and the integer offset a block's dot products carry, in multiples of the activations' block
+// sum (a shift; -1: none): Q4_0's 8, Q5_0's 16, and 128 where the VNNI kernels take signed weights
+// (Q8_0's quants, IQ4_NL's levels) + 128 as unsigned
+template <GgmlDType T>
+struct PackedLegacy {
+  static constexpr bool kMin = T == GgmlDType::Q4_1 || T == GgmlDType::Q5_1;
+  static constexpr bool kQ5 = T == GgmlDType::Q5_0 || T == GgmlDType::Q5_1;
+  static constexpr bool kSigned = T == GgmlDType::Q8_0 || T == GgmlDType::IQ4_NL;  // else unsigned nibbles
+  static constexpr size_t kHigh = kMin ? 64 : 32, kQuads = kHigh + (kQ5 ? 64 : 0);
+  static constexpr int kOffShift = T == GgmlDType::Q4_0 ? 3 : T == GgmlDType::Q5_0 ? 4 : kSigned ? 7 : -1;
+};
+template <GgmlDType T>
+constexpr bool kPackedLegacy = T == GgmlDType::Q4_0 || T == GgmlDType::Q4_1 || T == GgmlDType::Q5_0 ||
+                               T == GgmlDType::Q5_1 || T == GgmlDType::Q8_0 || T == GgmlDType::IQ4_NL;
+
 // the bytes of one packed group-block (16 rows x one super-block) of the 256-element types
 // (qmatmul_pack.cpp gives their layouts; Q5_K's is Q4_K's, then its high bits)
 constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ5kGroupBlock = 2880, kPackedQ6kGroupBlock = 3360,

@@ -2,6 +2,11 @@
 // group of 16 rows and one (super-)block b, at group * 16 * row bytes + b * 16 * block bytes:
 //   Q4_0 (288 bytes): the 16 f16 scales d; then for j = 0..3, quant bytes 4j..4j+3 of each row
 //        (elements 4j.. in the low nibbles, 16 + 4j.. in the high ones), row r at 4r
+//   IQ4_NL (288 bytes): Q4_0's layout (the nibbles index the levels)
+//   Q4_1 (320 bytes): the 16 f16 d, the 16 f16 m, then Q4_0's quad runs at 64 + 64j
+//   Q5_0 (352 bytes): the 16 f16 d; the high bits, one 4-byte lane per row at 32 + 4r (qh5_lane: bit j
+//        of byte i is element 4j + i's, bit 4 + j element 16 + 4j + i's); the quad runs at 96 + 64j
+//   Q5_1 (384 bytes): d, m, the high bits at 64 + 4r, the quad runs at 128 + 64j
 //   Q8_0 (544 bytes): the 16 f16 scales d; then for j = 0..7, quants 4j..4j+3 of each row
 //   Q4_K (2368 bytes): the 16 f16 d, the 16 f16 dmin; the 6-bit scales, sub-block s (of 32) at
 //        64 + 16s, row r at + r; the mins as pairs (mn[2p], mn[2p + 1]) of each row at 192 + 32p + 2r;
@@ -33,12 +38,21 @@ namespace {
 
 constexpr size_t R = qmm::kPackRows;
 
-// the group's block b, from the 16 rows' blocks src[r]
-void pack_legacy(const uint8_t* const* src, size_t block, uint8_t* o) {
-  const size_t quads = (block - 2) / 4;
+// The group's block b of a type of 32-element blocks, from the 16 rows' blocks src[r]: the f16
+// fields (halves: d, and m for Q4_1 / Q5_1) at 32f + 2r, Q5_0 / Q5_1's high bits as one 4-byte lane
+// per row (qh5_lane), then the quad runs
+void pack_legacy(const uint8_t* const* src, size_t block, size_t halves, bool qh, uint8_t* o) {
+  const size_t head = 2 * halves + (qh ? 4 : 0), quads = (block - head) / 4, at = 32 * halves + (qh ? 64 : 0);
   for (size_t r = 0; r < R; ++r) {
     std::memcpy(o + 2 * r, src[r], 2);
-    for (size_t j = 0; j < quads; ++j) std::memcpy(o + 2 * R + (j * R + r) * 4, src[r] + 2 + 4 * j, 4);
+    if (halves == 2) std::memcpy(o + 32 + 2 * r, src[r] + 2, 2);
+    if (qh) {
+      uint32_t h;
+      std::memcpy(&h, src[r] + 2 * halves, 4);
+      const uint32_t lane = qmm::qh5_lane(h);
+      std::memcpy(o + 32 * halves + 4 * r, &lane, 4);
+    }
+    for (size_t j = 0; j < quads; ++j) std::memcpy(o + at + (j * R + r) * 4, src[r] + head + 4 * j, 4);
   }
 }
 
@@ -112,7 +126,8 @@ size_t qmm_packed_row_bytes(GgmlDType t, size_t k) {
 }
 
 void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
-  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q8_0 && t != GgmlDType::Q4K && t != GgmlDType::Q5K &&
+  if (t != GgmlDType::Q4_0 && t != GgmlDType::Q4_1 && t != GgmlDType::Q5_0 && t != GgmlDType::Q5_1 &&
+      t != GgmlDType::Q8_0 && t != GgmlDType::IQ4_NL && t != GgmlDType::Q4K && t != GgmlDType::Q5K &&
       t != GgmlDType::Q6K && t != GgmlDType::IQ4_XS)
     throw Error(ErrorKind::UnsupportedOp,
                 "qmm_pack: " + std::string(ggml_dtype_name(t)) + " has no packed layout");
@@ -140,7 +155,8 @@ void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
         else if (t == GgmlDType::IQ4_XS)
           pack_iq4xs(rows, o);
         else
-          pack_legacy(rows, block, o);
+          pack_legacy(rows, block, t == GgmlDType::Q4_1 || t == GgmlDType::Q5_1 ? 2 : 1,
+                      t == GgmlDType::Q5_0 || t == GgmlDType::Q5_1, o);
       }
   });
 }

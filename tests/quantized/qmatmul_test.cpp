@@ -417,8 +417,8 @@ TEST(QMatMulCpuErrors, IsaTheCpuLacks) {
 // batches (tiles cut at the edges of m), several threads, activations with zeros / NaN / inf
 TEST(QMatMulCpuPacked, GivesThePlainBits) {
   ThreadCount keep;
-  for (GgmlDType t :
-       {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K, GgmlDType::IQ4_XS})
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q5_1, GgmlDType::Q8_0,
+                      GgmlDType::IQ4_NL, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K, GgmlDType::IQ4_XS})
     for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{16, 256, 1},
                            {48, 512, 1},
                            {32, 512, 7},
@@ -454,13 +454,14 @@ TEST(QMatMulCpuPacked, GivesThePlainBits) {
 }
 
 // the largest integer sums the packed kernels' narrow accumulators meet: every quant byte at its
-// extreme (0xFF: nibbles of 15, Q5_K's 31, Q6_K's 63, the K scales of 63; Q8_0: -128; IQ4_XS: 0xFF, level 113
-// and scale 31, in even blocks, 0x00, level -127 and scale -32, in odd ones) against activations that
-// quantize to +127 or -127 throughout, still the plain bits
+// extreme (0xFF: nibbles of 15, Q5_0 / Q5_1 / Q5_K's 31, Q6_K's 63, the K scales of 63; Q8_0: -128;
+// IQ4_NL / IQ4_XS: 0xFF, level 113 and scale 31, in even blocks, 0x00, level -127 and scale -32, in odd
+// ones) against activations that quantize to +127 or -127 throughout, still the plain bits
 TEST(QMatMulCpuPacked, ExtremeQuantsGiveThePlainBits) {
   const size_t n = 32, k = 512, m = 3;
-  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K,
-                      GgmlDType::IQ4_XS}) {
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q5_1, GgmlDType::Q8_0,
+                      GgmlDType::IQ4_NL, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K, GgmlDType::IQ4_XS}) {
+    const bool iq = t == GgmlDType::IQ4_NL || t == GgmlDType::IQ4_XS;
     auto w = random_weights(t, n, k, 3);
     const size_t ts = ggml_type_size(t), nb = n * k / ggml_block_size(t);
     auto [fd, fm] = f16_fields(t);
@@ -468,8 +469,7 @@ TEST(QMatMulCpuPacked, ExtremeQuantsGiveThePlainBits) {
       for (size_t i = 0; i < ts; ++i) {
         const bool f16 =
             (int(i) == fd || int(i) == fd + 1 || (fm >= 0 && (int(i) == fm || int(i) == fm + 1)));
-        if (!f16)
-          w[b * ts + i] = t == GgmlDType::Q8_0 ? 0x80 : (t == GgmlDType::IQ4_XS && b % 2) ? 0x00 : 0xFF;
+        if (!f16) w[b * ts + i] = t == GgmlDType::Q8_0 ? 0x80 : (iq && b % 2) ? 0x00 : 0xFF;
       }
     std::vector<float> x(m * k);
     for (size_t i = 0; i < m * k; ++i) x[i] = i < k ? 1.f : (i < 2 * k ? -1.f : ((i / 7) % 2 ? 1.f : -1.f));

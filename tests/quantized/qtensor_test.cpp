@@ -255,15 +255,16 @@ TEST(QMatMul, RowsDoNotDependOnTheBatch) {
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(b.narrow(0, 2 * i, 2).to_vec2<float>(), a.to_vec2<float>()) << i;
 }
 
-// from_arc_repacked: Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS with a multiple of 16 rows read a packed
-// copy on a SIMD CPU and give from_arc's bits; other types (Q3_K) and row counts stay as they are
+// from_arc_repacked: the 32-element types, Q4_K / Q5_K / Q6_K / IQ4_XS with a multiple of 16 rows read a
+// packed copy on a SIMD CPU and give from_arc's bits; other types (Q3_K) and row counts stay as they are
 TEST(QMatMul, RepackedGivesThePlainBits) {
   Tensor x = Tensor::randn(0.f, 1.f, {5, 3, 256}, Device::cpu());
   Tensor x1 = Tensor::randn(0.f, 1.f, {1, 256}, Device::cpu());
   const char* env = std::getenv("CANDLE_QMM_REPACK");
   const bool simd = qmm_isa() != QmmIsa::Scalar && !(env && std::string(env) == "0");
-  for (GgmlDType dt : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K,
-                       GgmlDType::IQ4_XS, GgmlDType::Q3K})
+  for (GgmlDType dt :
+       {GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q5_1, GgmlDType::Q8_0,
+        GgmlDType::IQ4_NL, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K, GgmlDType::IQ4_XS, GgmlDType::Q3K})
     for (size_t n : {48, 17}) {
       auto w = std::make_shared<const QTensor>(
           QTensor::quantize(Tensor::randn(0.f, 1.f, {n, size_t{256}}, Device::cpu()), dt));
