@@ -172,9 +172,12 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
 }
 // Q6_K in 512 bits (the 256-bit tile's integers, qmatmul_packed.inc): a run of 16 rows' 6-bit quants
 // rebuilt per group is one zmm, so each activation quad needs one vpdpbusd per group instead of two
-template <int C>
+// Q3_K too (qmatmul_packed.inc's qmm_packed_q6k_tile says how)
+template <GgmlDType T, int C>
 QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
-  constexpr size_t kGroupBlock = kPackedQ6kGroupBlock;
+  constexpr bool kQ3 = T == GgmlDType::Q3K;
+  static_assert(kQ3 || T == GgmlDType::Q6K);
+  constexpr size_t kGroupBlock = kQ3 ? kPackedQ3kGroupBlock : kPackedQ6kGroupBlock;
   const size_t nb = a.k / kQK_K, n16 = a.k / 16;
   const int8_t* xq[C];
   for (int c = 0; c < C; ++c) xq[c] = a.qs + col[c] * a.k;
@@ -194,15 +197,28 @@ QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const
 #pragma GCC unroll 4
         for (int jj = 0; jj < 4; ++jj) {
           const int j = 4 * half16 + jj;
-          const uint8_t* run = blk + 288 + 1536 * h + 192 * j;
-          const __m512i A = _mm512_loadu_si512(run), B = _mm512_loadu_si512(run + 64),
-                        H = _mm512_loadu_si512(run + 128);
           __m512i w[4];
-          w[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
-          w[1] = _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
-          w[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 4), m4), _mm512_and_si512(H, m30));
-          w[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(B, 4), m4),
-                                 _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+          if constexpr (kQ3) {
+            const __m512i Q = _mm512_loadu_si512(blk + 288 + 512 * h + 64 * j),
+                          Hm = _mm512_loadu_si512(blk + 1312 + 64 * j);
+            for (int g = 0; g < 4; ++g) {
+              const int hb = 4 * h + g;  // the high bit's place, to bit 2
+              const __m512i hi = hb >= 2 ? _mm512_srl_epi16(Hm, _mm_cvtsi32_si128(hb - 2))
+                                         : _mm512_sll_epi16(Hm, _mm_cvtsi32_si128(2 - hb));
+              w[g] = _mm512_or_si512(
+                  _mm512_and_si512(_mm512_srl_epi16(Q, _mm_cvtsi32_si128(2 * g)), _mm512_set1_epi8(0x03)),
+                  _mm512_and_si512(hi, _mm512_set1_epi8(0x04)));
+            }
+          } else {
+            const uint8_t* run = blk + 288 + 1536 * h + 192 * j;
+            const __m512i A = _mm512_loadu_si512(run), B = _mm512_loadu_si512(run + 64),
+                          H = _mm512_loadu_si512(run + 128);
+            w[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+            w[1] = _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
+            w[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 4), m4), _mm512_and_si512(H, m30));
+            w[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(B, 4), m4),
+                                   _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+          }
           for (int c = 0; c < C; ++c)
             for (int g = 0; g < 4; ++g)
               acc[g][c] = _mm512_dpbusd_epi32(acc[g][c], w[g],
@@ -237,7 +253,8 @@ QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const
     const __m512 dw = qmm_zh2f16(blk);
     for (int c = 0; c < C; ++c) {
       const __m512 dx = _mm512_set1_ps(a.d[col[c] * nb + b]);
-      const __m512i is = _mm512_sub_epi32(isum[c], _mm512_mullo_epi32(off[c], _mm512_set1_epi32(32)));
+      const __m512i is =
+          _mm512_sub_epi32(isum[c], _mm512_mullo_epi32(off[c], _mm512_set1_epi32(kQ3 ? 4 : 32)));
       facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(is), facc[c]);
     }
   }
