@@ -172,12 +172,15 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
 }
 // Q6_K in 512 bits (the 256-bit tile's integers, qmatmul_packed.inc): a run of 16 rows' 6-bit quants
 // rebuilt per group is one zmm, so each activation quad needs one vpdpbusd per group instead of two
-// Q3_K too (qmatmul_packed.inc's qmm_packed_q6k_tile says how)
+// Q3_K and Q2_K too (qmatmul_packed.inc's qmm_packed_q6k_tile says how)
 template <GgmlDType T, int C>
 QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
-  constexpr bool kQ3 = T == GgmlDType::Q3K;
-  static_assert(kQ3 || T == GgmlDType::Q6K);
-  constexpr size_t kGroupBlock = kQ3 ? kPackedQ3kGroupBlock : kPackedQ6kGroupBlock;
+  constexpr bool kQ3 = T == GgmlDType::Q3K, kQ2 = T == GgmlDType::Q2K, kLow2 = kQ3 || kQ2;
+  static_assert(kLow2 || T == GgmlDType::Q6K);
+  constexpr size_t kGroupBlock = kQ2   ? kPackedQ2kGroupBlock
+                                 : kQ3 ? kPackedQ3kGroupBlock
+                                       : kPackedQ6kGroupBlock;
+  constexpr size_t kScales = kQ2 ? 64 : 32, kRuns = kQ2 ? 320 : 288;
   const size_t nb = a.k / kQK_K, n16 = a.k / 16;
   const int8_t* xq[C];
   for (int c = 0; c < C; ++c) xq[c] = a.qs + col[c] * a.k;
@@ -198,16 +201,17 @@ QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const
         for (int jj = 0; jj < 4; ++jj) {
           const int j = 4 * half16 + jj;
           __m512i w[4];
-          if constexpr (kQ3) {
-            const __m512i Q = _mm512_loadu_si512(blk + 288 + 512 * h + 64 * j),
-                          Hm = _mm512_loadu_si512(blk + 1312 + 64 * j);
+          if constexpr (kLow2) {
+            const __m512i Q = _mm512_loadu_si512(blk + kRuns + 512 * h + 64 * j);
             for (int g = 0; g < 4; ++g) {
-              const int hb = 4 * h + g;  // the high bit's place, to bit 2
-              const __m512i hi = hb >= 2 ? _mm512_srl_epi16(Hm, _mm_cvtsi32_si128(hb - 2))
-                                         : _mm512_sll_epi16(Hm, _mm_cvtsi32_si128(2 - hb));
-              w[g] = _mm512_or_si512(
-                  _mm512_and_si512(_mm512_srl_epi16(Q, _mm_cvtsi32_si128(2 * g)), _mm512_set1_epi8(0x03)),
-                  _mm512_and_si512(hi, _mm512_set1_epi8(0x04)));
+              w[g] = _mm512_and_si512(_mm512_srl_epi16(Q, _mm_cvtsi32_si128(2 * g)), _mm512_set1_epi8(0x03));
+              if constexpr (kQ3) {
+                const __m512i Hm = _mm512_loadu_si512(blk + 1312 + 64 * j);
+                const int hb = 4 * h + g;  // the high bit's place, to bit 2
+                const __m512i hi = hb >= 2 ? _mm512_srl_epi16(Hm, _mm_cvtsi32_si128(hb - 2))
+                                           : _mm512_sll_epi16(Hm, _mm_cvtsi32_si128(2 - hb));
+                w[g] = _mm512_or_si512(w[g], _mm512_and_si512(hi, _mm512_set1_epi8(0x04)));
+              }
             }
           } else {
             const uint8_t* run = blk + 288 + 1536 * h + 192 * j;
@@ -226,18 +230,24 @@ QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const
         }
         for (int g = 0; g < 4; ++g) {
           const int s = 2 * (4 * h + g) + half16;
+          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kScales + 16 * s));
           const __m512i sc =
-              _mm512_mask_cvtepi8_epi32(_mm512_setzero_si512(), 0xFFFF,
-                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * s)));
+              kQ2 ? _mm512_and_si512(_mm512_mask_cvtepu8_epi32(_mm512_setzero_si512(), 0xFFFF, raw),
+                                     _mm512_set1_epi32(0x0F))
+                  : _mm512_mask_cvtepi8_epi32(_mm512_setzero_si512(), 0xFFFF, raw);
           for (int c = 0; c < C; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(acc[g][c], sc));
         }
       }
-    // 32 * sum_s sc_s * bs16_s, by pairs of sub-blocks (int16 pairs per row lane)
+    // sum_s sc_s * bs16_s (Q2_K: the mins mn_s), by pairs of sub-blocks (int16 pairs per row lane)
     __m512i off[C];
     for (int c = 0; c < C; ++c) off[c] = _mm512_setzero_si512();
     for (int p = 0; p < 8; ++p) {
-      const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * (2 * p)));
-      const __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * (2 * p + 1)));
+      __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kScales + 16 * (2 * p)));
+      __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kScales + 16 * (2 * p + 1)));
+      if constexpr (kQ2) {
+        s0 = _mm_and_si128(_mm_srli_epi16(s0, 4), _mm_set1_epi8(0x0F));
+        s1 = _mm_and_si128(_mm_srli_epi16(s1, 4), _mm_set1_epi8(0x0F));
+      }
       // lane r: (sc_2p, sc_2p+1) of row r as int16
       const __m512i pr =
           _mm512_mask_cvtepi8_epi16(_mm512_setzero_si512(), 0xFFFFFFFFu,
@@ -253,9 +263,14 @@ QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const
     const __m512 dw = qmm_zh2f16(blk);
     for (int c = 0; c < C; ++c) {
       const __m512 dx = _mm512_set1_ps(a.d[col[c] * nb + b]);
-      const __m512i is =
-          _mm512_sub_epi32(isum[c], _mm512_mullo_epi32(off[c], _mm512_set1_epi32(kQ3 ? 4 : 32)));
-      facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(is), facc[c]);
+      if constexpr (kQ2) {
+        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(isum[c]), facc[c]);
+        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(qmm_zneg_h2f16(blk + 32), dx), qmm_zi2f(off[c]), facc[c]);
+      } else {
+        const __m512i is =
+            _mm512_sub_epi32(isum[c], _mm512_mullo_epi32(off[c], _mm512_set1_epi32(kQ3 ? 4 : 32)));
+        facc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), qmm_zi2f(is), facc[c]);
+      }
     }
   }
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + 16 * c, facc[c]);

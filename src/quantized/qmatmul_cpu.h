@@ -44,11 +44,11 @@ void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x,
 void qmatmul_cpu_float(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
                        QmmIsa isa);
 
-// Packed weights: rows of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS, kPackRows
-// (16) at a time, rearranged so that a SIMD dot product leaves each row's sum in its own 32-bit lane (no
-// horizontal sums per block). Per group of 16 rows and (super-)block b, 4-byte runs of the 16 rows side by
-// side (qmatmul_pack.cpp gives each type's order); the results are qmatmul_cpu's bits (the contract above).
-// qmm_packable: t is packable, n a multiple of 16, and isa has packed kernels (AVX2 and up)
+// Packed weights: rows of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS,
+// kPackRows (16) at a time, rearranged so that a SIMD dot product leaves each row's sum in its own 32-bit
+// lane (no horizontal sums per block). Per group of 16 rows and (super-)block b, 4-byte runs of the 16 rows
+// side by side (qmatmul_pack.cpp gives each type's order); the results are qmatmul_cpu's bits (the contract
+// above). qmm_packable: t is packable, n a multiple of 16, and isa has packed kernels (AVX2 and up)
 bool qmm_packable(GgmlDType t, size_t n, size_t k, QmmIsa isa);
 // the bytes of one packed row of k elements (Q4_0, Q8_0: the plain row's; Q4_K: 148 per 256, Q5_K:
 // 180, Q6_K: 210, IQ4_XS: 138)

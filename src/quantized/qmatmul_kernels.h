@@ -270,7 +270,7 @@ constexpr bool kPackedLegacy = T == GgmlDType::Q4_0 || T == GgmlDType::Q4_1 || T
 // the bytes of one packed group-block (16 rows x one super-block) of the 256-element types
 // (qmatmul_pack.cpp gives their layouts; Q5_K's is Q4_K's, then its high bits)
 constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ5kGroupBlock = 2880, kPackedQ6kGroupBlock = 3360,
-                 kPackedIq4xsGroupBlock = 2208, kPackedQ3kGroupBlock = 1824;
+                 kPackedIq4xsGroupBlock = 2208, kPackedQ3kGroupBlock = 1824, kPackedQ2kGroupBlock = 1344;
 // Packed Q5_K decode: step s (0..31) of the group-block at blk brings 128 bytes of the group-block
 // after next into L1 (at Q5_K's work per byte the hardware prefetchers get too little lead from DRAM)
 inline void qmm_q5k_prefetch_ahead(const uint8_t* blk, int step) {

@@ -21,6 +21,8 @@
 //   Q3_K (1824 bytes): Q6_K's d and scales (the 6-bit scales less 32, int8); then for half h = 0..1 and
 //        j = 0..7, qs[32h + 4j..+3] of each row at 288 + 512h + 64j + 4r; then for j = 0..7,
 //        hmask[4j..4j+3] of each row at 1312 + 64j + 4r
+//   Q2_K (1344 bytes): the 16 f16 d, the 16 f16 dmin; the scale bytes (scale | min << 4), sub-block s
+//        at 64 + 16s, row r at + r; then Q3_K's qs runs at 320 + 512h + 64j + 4r
 //   IQ4_XS (2208 bytes): the 16 f16 d; the scales less 32 (int8) as pairs (sc[2p], sc[2p + 1]) of
 //        each row at 32 + 32p + 2r; then for pair p = 0..3 and j = 0..7, 4 bytes per row holding
 //        elements 4j..4j+3 of sub-block 2p (low nibbles) and of sub-block 2p + 1 (high nibbles), at
@@ -98,6 +100,12 @@ void pack_q6k(const uint8_t* const* src, uint8_t* o) {
   }
 }
 
+// Q3_K / Q2_K's 2-bit quants of row r: for half h and j, qs[32h + 4j..+3] at o + 512h + 64j + 4r
+void pack_2bit_runs(const uint8_t* qs, size_t r, uint8_t* o) {
+  for (size_t h = 0; h < 2; ++h)
+    for (size_t j = 0; j < 8; ++j) std::memcpy(o + 512 * h + 64 * j + 4 * r, qs + 32 * h + 4 * j, 4);
+}
+
 void pack_q3k(const uint8_t* const* src, uint8_t* o) {
   for (size_t r = 0; r < R; ++r) {
     BlockQ3_K b;
@@ -105,10 +113,19 @@ void pack_q3k(const uint8_t* const* src, uint8_t* o) {
     std::memcpy(o + 2 * r, &b.d, 2);
     for (int s = 0; s < 16; ++s)
       o[32 + 16 * s + r] = static_cast<uint8_t>(static_cast<int8_t>(qmm::q3k_scale(b.scales, s) - 32));
-    for (size_t h = 0; h < 2; ++h)
-      for (size_t j = 0; j < 8; ++j)
-        std::memcpy(o + 288 + 512 * h + 64 * j + 4 * r, b.qs + 32 * h + 4 * j, 4);
+    pack_2bit_runs(b.qs, r, o + 288);
     for (size_t j = 0; j < 8; ++j) std::memcpy(o + 1312 + 64 * j + 4 * r, b.hmask + 4 * j, 4);
+  }
+}
+
+void pack_q2k(const uint8_t* const* src, uint8_t* o) {
+  for (size_t r = 0; r < R; ++r) {
+    BlockQ2_K b;
+    std::memcpy(&b, src[r], sizeof b);
+    std::memcpy(o + 2 * r, &b.d, 2);
+    std::memcpy(o + 32 + 2 * r, &b.dmin, 2);
+    for (size_t s = 0; s < 16; ++s) o[64 + 16 * s + r] = b.scales[s];
+    pack_2bit_runs(b.qs, r, o + 320);
   }
 }
 
@@ -139,6 +156,7 @@ size_t qmm_packed_row_bytes(GgmlDType t, size_t k) {
   if (t == GgmlDType::Q5K) return k / kQK_K * (qmm::kPackedQ5kGroupBlock / R);
   if (t == GgmlDType::Q6K) return k / kQK_K * (qmm::kPackedQ6kGroupBlock / R);
   if (t == GgmlDType::Q3K) return k / kQK_K * (qmm::kPackedQ3kGroupBlock / R);
+  if (t == GgmlDType::Q2K) return k / kQK_K * (qmm::kPackedQ2kGroupBlock / R);
   if (t == GgmlDType::IQ4_XS) return k / kQK_K * (qmm::kPackedIq4xsGroupBlock / R);
   return ggml_row_bytes(t, k);
 }
@@ -146,7 +164,7 @@ size_t qmm_packed_row_bytes(GgmlDType t, size_t k) {
 void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
   if (t != GgmlDType::Q4_0 && t != GgmlDType::Q4_1 && t != GgmlDType::Q5_0 && t != GgmlDType::Q5_1 &&
       t != GgmlDType::Q8_0 && t != GgmlDType::IQ4_NL && t != GgmlDType::Q4K && t != GgmlDType::Q5K &&
-      t != GgmlDType::Q6K && t != GgmlDType::Q3K && t != GgmlDType::IQ4_XS)
+      t != GgmlDType::Q6K && t != GgmlDType::Q3K && t != GgmlDType::Q2K && t != GgmlDType::IQ4_XS)
     throw Error(ErrorKind::UnsupportedOp,
                 "qmm_pack: " + std::string(ggml_dtype_name(t)) + " has no packed layout");
   const size_t bs = ggml_block_size(t), block = ggml_type_size(t);
@@ -172,6 +190,8 @@ void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out) {
           pack_q6k(rows, o);
         else if (t == GgmlDType::Q3K)
           pack_q3k(rows, o);
+        else if (t == GgmlDType::Q2K)
+          pack_q2k(rows, o);
         else if (t == GgmlDType::IQ4_XS)
           pack_iq4xs(rows, o);
         else

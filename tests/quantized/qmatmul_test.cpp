@@ -417,9 +417,9 @@ TEST(QMatMulCpuErrors, IsaTheCpuLacks) {
 // batches (tiles cut at the edges of m), several threads, activations with zeros / NaN / inf
 TEST(QMatMulCpuPacked, GivesThePlainBits) {
   ThreadCount keep;
-  for (GgmlDType t :
-       {GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q5_1, GgmlDType::Q8_0,
-        GgmlDType::IQ4_NL, GgmlDType::Q3K, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K, GgmlDType::IQ4_XS})
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q5_1, GgmlDType::Q8_0,
+                      GgmlDType::IQ4_NL, GgmlDType::Q2K, GgmlDType::Q3K, GgmlDType::Q4K, GgmlDType::Q5K,
+                      GgmlDType::Q6K, GgmlDType::IQ4_XS})
     for (auto [n, k, m] : {std::tuple<size_t, size_t, size_t>{16, 256, 1},
                            {48, 512, 1},
                            {32, 512, 7},
@@ -457,14 +457,15 @@ TEST(QMatMulCpuPacked, GivesThePlainBits) {
 // the largest integer sums the packed kernels' narrow accumulators meet: every quant byte at its
 // extreme (0xFF: nibbles of 15, Q5_0 / Q5_1 / Q5_K's 31, Q6_K's 63, the K scales of 63; Q8_0: -128;
 // IQ4_NL / IQ4_XS: 0xFF, level 113 and scale 31, in even blocks, 0x00, level -127 and scale -32, in odd
-// ones; Q3_K: quant 3 and scale 31, then quant -4 and scale -32) against activations that quantize to +127 or
-// -127 throughout, still the plain bits
+// ones; Q3_K: quant 3 and scale 31, then quant -4 and scale -32; Q2_K: 3 with scale and min 15, then 0)
+// against activations that quantize to +127 or -127 throughout, still the plain bits
 TEST(QMatMulCpuPacked, ExtremeQuantsGiveThePlainBits) {
   const size_t n = 32, k = 512, m = 3;
   for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q5_0, GgmlDType::Q5_1, GgmlDType::Q8_0,
-                      GgmlDType::IQ4_NL, GgmlDType::Q3K, GgmlDType::Q4K, GgmlDType::Q5K, GgmlDType::Q6K,
-                      GgmlDType::IQ4_XS}) {
-    const bool alt = t == GgmlDType::IQ4_NL || t == GgmlDType::IQ4_XS || t == GgmlDType::Q3K;
+                      GgmlDType::IQ4_NL, GgmlDType::Q2K, GgmlDType::Q3K, GgmlDType::Q4K, GgmlDType::Q5K,
+                      GgmlDType::Q6K, GgmlDType::IQ4_XS}) {
+    const bool alt =
+        t == GgmlDType::IQ4_NL || t == GgmlDType::IQ4_XS || t == GgmlDType::Q3K || t == GgmlDType::Q2K;
     auto w = random_weights(t, n, k, 3);
     const size_t ts = ggml_type_size(t), nb = n * k / ggml_block_size(t);
     auto [fd, fm] = f16_fields(t);
@@ -563,14 +564,14 @@ TEST(QMatMulCpuPacked, PackIsAPermutation) {
 TEST(QMatMulCpuPacked, ShapesAndTypesWithoutALayoutAreRefused) {
   for (QmmIsa isa : isas_here()) {
     EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 17, 64, isa));
-    EXPECT_FALSE(qmm_packable(GgmlDType::Q2K, 16, 256, isa));
+    EXPECT_FALSE(qmm_packable(GgmlDType::F16, 16, 256, isa));
     EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 0, 64, isa));
   }
   EXPECT_FALSE(qmm_packable(GgmlDType::Q4_0, 16, 64, QmmIsa::Scalar));
   std::vector<uint8_t> w(ggml_row_bytes(GgmlDType::Q4_0, 64) * 17);
   std::vector<float> x(64), y(17);
   EXPECT_THROW(qmm_pack(GgmlDType::Q4_0, w.data(), 17, 64, w.data()), candle::Error);
-  EXPECT_THROW(qmm_pack(GgmlDType::Q2K, w.data(), 16, 256, w.data()), candle::Error);
+  EXPECT_THROW(qmm_pack(GgmlDType::F16, w.data(), 16, 256, w.data()), candle::Error);
   EXPECT_THROW(qmatmul_cpu_packed(GgmlDType::Q4_0, w.data(), 17, 64, x.data(), 1, y.data(), qmm_isa()),
                candle::Error);
 }

@@ -256,7 +256,8 @@ TEST(QMatMul, RowsDoNotDependOnTheBatch) {
 }
 
 // from_arc_repacked: the 32-element types, Q4_K / Q5_K / Q6_K / IQ4_XS with a multiple of 16 rows read a
-// packed copy on a SIMD CPU and give from_arc's bits; other types (Q2_K) and row counts stay as they are
+// packed copy on a SIMD CPU and give from_arc's bits; f16 weights (no packed layout) and other row counts
+// stay as they are
 TEST(QMatMul, RepackedGivesThePlainBits) {
   Tensor x = Tensor::randn(0.f, 1.f, {5, 3, 256}, Device::cpu());
   Tensor x1 = Tensor::randn(0.f, 1.f, {1, 256}, Device::cpu());
@@ -270,7 +271,7 @@ TEST(QMatMul, RepackedGivesThePlainBits) {
           QTensor::quantize(Tensor::randn(0.f, 1.f, {n, size_t{256}}, Device::cpu()), dt));
       QMatMul plain = QMatMul::from_arc(w), packed = QMatMul::from_arc_repacked(w);
       EXPECT_FALSE(plain.repacked());
-      EXPECT_EQ(packed.repacked(), simd && n % 16 == 0 && dt != GgmlDType::Q2K)
+      EXPECT_EQ(packed.repacked(), simd && n % 16 == 0 && dt != GgmlDType::F16)
           << ggml_dtype_name(dt) << " n=" << n;
       EXPECT_EQ(packed.qtensor(), w.get());
       for (const Tensor& in : {x, x1}) {

@@ -87,8 +87,8 @@ class QMatMul {
   static QMatMul from_qtensor(const QTensor& w);
   static QMatMul from_arc(std::shared_ptr<const QTensor> w);
   // from_arc, and on the CPU the blocks also copied once into the interleaved layout of the SIMD
-  // kernels where there is one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS with
-  // a multiple of 16 rows, on AVX2 and up; 1.2-3.0x faster than the plain blocks for 512 activation
+  // kernels where there is one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
+  // with a multiple of 16 rows, on AVX2 and up; 1.2-3.0x faster than the plain blocks for 512 activation
   // rows, 1.7-3.4x for one (Q5_K's from DRAM about even), at 2 threads on Zen 4, qmatmul_vs_ggml --packed
   // 0|1): forward() then reads only the copy, so a caller whose weight lies in a mapped file may drop those
   // pages (the GGUF loaders do). `packed`, when given, is called with each part of the blocks (a few MiB, in
