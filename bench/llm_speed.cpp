@@ -5,7 +5,10 @@
 // does not. tools/bench_llm_vs_llamacpp.py runs it beside llama.cpp on the same files.
 //
 //   llm_speed MODEL [--pp 512] [--tg 128] [--reps 3] [--threads N] [--device cpu] [--dtype f32]
-//                   [--seed 0] [--tp N]
+//                   [--seed 0] [--tp N] [--depth D]
+// --depth D (llama-bench's -d): each run first fills the KV cache with D random tokens (one batch,
+// not timed), so pp / tg are timed from position D; the tests are named pp<N>_d<D> / tg<N>_d<D>
+// (--decode cache only).
 // --tp N: tensor-parallel over N ranks (models::load_causal_lm_parallel: N CUDA GPUs from --device's
 // on, or N CPU ranks), with --decode cache.
 // prints one line per test:  BENCH test=pp512 t=512 tok_per_s=MEAN std=STD
@@ -48,7 +51,7 @@ void report(const std::string& test, size_t n, const std::vector<double>& secs) 
 int usage() {
   std::fprintf(stderr,
                "usage: llm_speed MODEL [--pp N] [--tg N] [--reps N] [--threads N] [--device NAME] "
-               "[--dtype f32|f16|bf16] [--seed S] [--decode cache|static|graph] [--tp N]\n");
+               "[--dtype f32|f16|bf16] [--seed S] [--decode cache|static|graph] [--tp N] [--depth D]\n");
   return 2;
 }
 
@@ -57,13 +60,15 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string model_path = argv[1], device_name = "cpu", dtype_name = "f32", decode = "cache";
-  long pp = 512, tg = 128, reps = 3, threads = 0, seed = 0, tp = 1;
+  long pp = 512, tg = 128, reps = 3, threads = 0, seed = 0, tp = 1, depth = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage();
     const char* v = argv[++i];
     if (a == "--pp")
       pp = std::atol(v);
+    else if (a == "--depth")
+      depth = std::atol(v);
     else if (a == "--tg")
       tg = std::atol(v);
     else if (a == "--reps")
@@ -83,7 +88,8 @@ int main(int argc, char** argv) {
     else
       return usage();
   }
-  if (pp < 0 || tg < 0 || reps < 1 || threads < 0 || tp < 1 || tp > 64 || (tp > 1 && decode != "cache"))
+  if (pp < 0 || tg < 0 || reps < 1 || threads < 0 || tp < 1 || tp > 64 || (tp > 1 && decode != "cache") ||
+      depth < 0 || (depth > 0 && decode != "cache"))
     return usage();
   try {
     if (threads > 0) candle::set_num_threads(static_cast<size_t>(threads));
@@ -106,11 +112,17 @@ int main(int argc, char** argv) {
       return v;
     };
     auto sync = [](const Tensor& logits) { (void)logits.to_dtype(DType::F32).flatten_to_vec<float>(); };
-    auto pp_once = [&](size_t n) {
+    // the KV cache emptied, then filled with --depth random tokens (not timed)
+    const auto d0 = static_cast<size_t>(depth);
+    auto fill = [&] {
       model->clear_kv_cache();
+      if (d0 > 0) sync(model->forward(Tensor::from_vec(random_ids(d0), {1, d0}, device), 0));
+    };
+    auto pp_once = [&](size_t n) {
+      fill();
       auto ids = random_ids(n);
       const auto t0 = Clock::now();
-      sync(model->forward(Tensor::from_vec(ids, {1, n}, device), 0));
+      sync(model->forward(Tensor::from_vec(ids, {1, n}, device), d0));
       return seconds_since(t0);
     };
     if (decode != "cache" && decode != "static" && decode != "graph") return usage();
@@ -140,30 +152,31 @@ int main(int argc, char** argv) {
       return step_logits;
     };
     auto tg_once = [&](size_t n) {
-      model->clear_kv_cache();
+      fill();
       auto ids = random_ids(n);
       const auto t0 = Clock::now();
       for (size_t i = 0; i < n; ++i) {
         if (decode == "cache")
-          sync(model->forward(Tensor::from_vec(std::vector<uint32_t>{ids[i]}, {1, 1}, device), i));
+          sync(model->forward(Tensor::from_vec(std::vector<uint32_t>{ids[i]}, {1, 1}, device), d0 + i));
         else
           sync(static_step(ids[i], i));
       }
       return seconds_since(t0);
     };
+    const std::string suffix = d0 > 0 ? "_d" + std::to_string(d0) : "";
     if (pp > 0) {
       const size_t n = static_cast<size_t>(pp);
       pp_once(n);
       std::vector<double> secs;
       for (long r = 0; r < reps; ++r) secs.push_back(pp_once(n));
-      report("pp" + std::to_string(n), n, secs);
+      report("pp" + std::to_string(n) + suffix, n, secs);
     }
     if (tg > 0) {
       const size_t n = static_cast<size_t>(tg);
       tg_once(std::min<size_t>(n, 16));
       std::vector<double> secs;
       for (long r = 0; r < reps; ++r) secs.push_back(tg_once(n));
-      report("tg" + std::to_string(n), n, secs);
+      report("tg" + std::to_string(n) + suffix, n, secs);
       if (graph) std::fprintf(stderr, "llm_speed: the decode graph holds %zu nodes\n", graph->nodes());
     }
     // ops that left the device (a GPU backend without a kernel for them): each is a CPU round-trip

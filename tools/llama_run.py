@@ -12,11 +12,13 @@ evaluate a token sequence: what llama.cpp does with a GGUF file written by candl
       Exit status: 1 when llama.cpp refuses the model (load, context or decode fails; its log is
       printed), 3 when a logit is not finite, 2 on bad arguments.
 
-  python3 tools/llama_run.py MODEL --bench [--pp 512] [--tg 128] [--reps 3] [--threads N]
+  python3 tools/llama_run.py MODEL --bench [--pp 512] [--tg 128] [--reps 3] [--threads N] [--depth D]
       llama-bench's two tests: pp = the time to decode --pp random tokens in one batch (n_ubatch
       512) from an empty context; tg = --tg single-token decodes from an empty context; each after
       a warm-up run, --reps times; prints tokens/s (mean and standard deviation) and a line
           BENCH test=pp512 t=N tok_per_s=MEAN std=STD
+      --depth D (llama-bench's -d): each run first decodes D random tokens (not timed), the tests
+      named pp512_dD / tg128_dD.
       (tools/bench_llamacpp_gguf.py runs this for several files / thread counts.)
 
   python3 tools/llama_run.py MODEL --greedy N [--kv-f32] [--tokens 1,5,9 | --prompt TEXT | --n-tokens N] [--threads N]
@@ -284,16 +286,24 @@ def greedy(ll, tokens, steps, threads, kv_f32=False):
     return 0
 
 
-def bench(ll, pp, tg, reps, threads, seed=1):
-    """llama-bench's pp<pp> and tg<tg>: tokens/s over `reps` runs after one warm-up; returns rows."""
+def bench(ll, pp, tg, reps, threads, seed=1, depth=0):
+    """llama-bench's pp<pp> and tg<tg>: tokens/s over `reps` runs after one warm-up; returns rows.
+    depth (llama-bench's -d): each run first decodes `depth` random tokens (not timed); the tests are
+    then named pp<pp>_d<depth> / tg<tg>_d<depth>."""
     rng = random.Random(seed)
-    n_ctx = max(pp, tg, 64)
-    ll.new_context(n_ctx, max(pp, 1), threads)
+    n_ctx = max(pp, tg, 64) + depth
+    n_batch = max(pp, min(depth, 2048), 1)
+    ll.new_context(n_ctx, n_batch, threads)
     bos = ll.lib.llama_vocab_bos(ll.vocab)
     rows = []
 
     def one(kind):
         ll.clear()
+        if depth > 0:
+            toks = [rng.randrange(ll.n_vocab) for _ in range(depth)]
+            for i in range(0, depth, n_batch):
+                ll.decode(toks[i:i + n_batch])
+            ll.lib.llama_synchronize(ll.ctx)
         if kind == "pp":
             toks = [rng.randrange(ll.n_vocab) for _ in range(pp)]
             t0 = time.perf_counter()
@@ -316,8 +326,9 @@ def bench(ll, pp, tg, reps, threads, seed=1):
         speeds = [one(kind) for _ in range(reps)]
         mean = statistics.mean(speeds)
         std = statistics.stdev(speeds) if len(speeds) > 1 else 0.0
-        rows.append((f"{kind}{n}", threads, mean, std))
-        print(f"BENCH test={kind}{n} t={threads} tok_per_s={mean:.2f} std={std:.2f}", flush=True)
+        name = f"{kind}{n}" + (f"_d{depth}" if depth > 0 else "")
+        rows.append((name, threads, mean, std))
+        print(f"BENCH test={name} t={threads} tok_per_s={mean:.2f} std={std:.2f}", flush=True)
     return rows
 
 
@@ -336,6 +347,7 @@ def main(argv=None):
     ap.add_argument("--bench", action="store_true", help="llama-bench's pp / tg tests instead")
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--depth", type=int, default=0, help="--bench: tokens in the KV cache before each timed run")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--verbose", action="store_true", help="print llama.cpp's log")
     a = ap.parse_args(argv)
@@ -355,7 +367,7 @@ def main(argv=None):
         ll.load(a.model)
         print(f"model: {a.model}: {ll.describe()}")
         if a.bench:
-            bench(ll, a.pp, a.tg, a.reps, a.threads)
+            bench(ll, a.pp, a.tg, a.reps, a.threads, depth=a.depth)
             return 0
         if a.tokens:
             try:
