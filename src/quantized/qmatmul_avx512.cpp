@@ -94,7 +94,7 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
         const uint8_t* q = blk + (kIq ? 160 : 320) + 512 * p;
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-          if constexpr (C == 1 && kQ5) qmm_q5k_prefetch_ahead(blk, 8 * p + j);  // decode
+          if constexpr (C == 1 && kQ5) qmm_prefetch_ahead<kGroupBlock, 32>(blk, 8 * p + j);  // decode
           const __m512i v = _mm512_loadu_si512(q + 64 * j);
           __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
           if constexpr (kIq) {
@@ -200,6 +200,7 @@ QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const
 #pragma GCC unroll 4
         for (int jj = 0; jj < 4; ++jj) {
           const int j = 4 * half16 + jj;
+          if constexpr (C == 1) qmm_prefetch_ahead<kGroupBlock, 16>(blk, 8 * h + j);  // decode
           __m512i w[4];
           if constexpr (kLow2) {
             const __m512i Q = _mm512_loadu_si512(blk + kRuns + 512 * h + 64 * j);
