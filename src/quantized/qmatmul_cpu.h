@@ -50,8 +50,8 @@ void qmatmul_cpu_float(GgmlDType t, const void* w, size_t n, size_t k, const flo
 // side by side (qmatmul_pack.cpp gives each type's order); the results are qmatmul_cpu's bits (the contract
 // above). qmm_packable: t is packable, n a multiple of 16, and isa has packed kernels (AVX2 and up)
 bool qmm_packable(GgmlDType t, size_t n, size_t k, QmmIsa isa);
-// the bytes of one packed row of k elements (Q4_0, Q8_0: the plain row's; Q4_K: 148 per 256, Q5_K:
-// 180, Q6_K: 210, IQ4_XS: 138)
+// the bytes of one packed row of k elements (the 32-element types and Q2_K: the plain row's; Q3_K: 114
+// per 256, Q4_K: 148, Q5_K: 180, Q6_K: 210, IQ4_XS: 138)
 size_t qmm_packed_row_bytes(GgmlDType t, size_t k);
 // w: n rows of k elements in t's blocks (n a multiple of 16); out: qmm_packed_row_bytes(t, k) * n bytes
 void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out);
