@@ -17,6 +17,9 @@ BT=build-dev-amx
   > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
 echo "built at $((SECONDS-T0)) s"
 timeout 120 $BT/bin/test_quantized --gtest_filter='QMatMulCpuPacked.*:QMatMul.*:QMatMulCpuErrors.*:QMatMulCpuValues.*' 2>&1 | tail -n 25
+# the AVX2 kernels with AVX-VNNI (a Xeon since Sapphire Rapids has it; the dev machine's Zen 4 does not)
+echo "forced avx2 (AVX-VNNI variant where the CPU has it):"
+CANDLE_QMATMUL_ISA=avx2 timeout 120 $BT/bin/test_quantized --gtest_filter='QMatMulCpuPacked.*:QMatMul.*:QMatMulCpuValues.*' 2>&1 | tail -n 3
 export CANDLE_LLAMA_LIB_DIR=${CANDLE_LLAMA_LIB_DIR:-$PWD/.devdeps/ggml}
 for isa in amx avx512; do
   CANDLE_QMATMUL_ISA=$isa timeout 90 $BT/bin/qmatmul_vs_ggml --lib-dir $CANDLE_LLAMA_LIB_DIR --threads ${THREADS:-16} \
