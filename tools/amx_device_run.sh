@@ -5,7 +5,7 @@
 #   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/amx_device_run.sh
 # Options (environment): QM, QTYPES, TYPES, THREADS, KERN7B=1 (issue 14's 7B-shape table, every type),
 # SKIP_BENCH=1 (no LLM table beside llama.cpp), AB_TYPES (the pp512 AMX A/B), CHUNK_TYPES (pp512 with
-# CANDLE_PREFILL_CHUNK 0 / 256), SPLITS / SPLIT_TYPES (the decode split).
+# CANDLE_PREFILL_CHUNK 0 / 256), SPLITS / SPLIT_TYPES (the decode split), WAIT_TYPES (OMP_WAIT_POLICY A/B).
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -52,5 +52,10 @@ done; done
 # decode: the rows' split (chunks per thread) of the m = 1 matmuls
 for t in ${SPLIT_TYPES:-q4_0 q4_k_m}; do for sp in ${SPLITS:-1 2 4 8}; do
   echo "$t split $sp: $(CANDLE_QMM_DECODE_SPLIT=$sp timeout 60 $BT/bin/llm_speed $M/tinyllama-$t.gguf --pp 1 --tg 128 --reps 2 --threads ${THREADS:-16} 2>&1 | grep tg)"
+done; done
+# OpenMP's waiting threads: libgomp spins 300,000 times by default (100 where it counts more threads
+# than CPUs) before sleeping; a decode step has ~88 parallel regions
+for t in ${WAIT_TYPES:-q4_0}; do for wp in default active; do
+  echo "$t OMP_WAIT_POLICY=$wp: $( ( [ $wp = default ] || export OMP_WAIT_POLICY=$wp; timeout 60 $BT/bin/llm_speed $M/tinyllama-$t.gguf --pp 128 --tg 128 --reps 2 --threads ${THREADS:-16} 2>&1 | grep BENCH | tr '\n' ' ') )"
 done; done
 echo "done at $((SECONDS-T0)) s"
