@@ -38,6 +38,7 @@ double seconds_since(Clock::time_point t0) {
 
 void report(const std::string& test, size_t n, const std::vector<double>& secs) {
   std::vector<double> tps;
+  tps.reserve(secs.size());
   for (double s : secs) tps.push_back(static_cast<double>(n) / s);
   double mean = 0, var = 0;
   for (double v : tps) mean += v;
