@@ -175,12 +175,9 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
 // Q3_K and Q2_K too (qmatmul_packed.inc's qmm_packed_q6k_tile says how)
 template <GgmlDType T, int C>
 QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const size_t* col, float* out) {
-  constexpr bool kQ3 = T == GgmlDType::Q3K, kQ2 = T == GgmlDType::Q2K, kLow2 = kQ3 || kQ2;
-  static_assert(kLow2 || T == GgmlDType::Q6K);
-  constexpr size_t kGroupBlock = kQ2   ? kPackedQ2kGroupBlock
-                                 : kQ3 ? kPackedQ3kGroupBlock
-                                       : kPackedQ6kGroupBlock;
-  constexpr size_t kScales = kQ2 ? 64 : 32, kRuns = kQ2 ? 320 : 288;
+  using L = PackedQ6Family<T>;
+  constexpr bool kQ3 = L::kQ3, kQ2 = L::kQ2, kLow2 = kQ3 || kQ2;
+  constexpr size_t kGroupBlock = L::kGroupBlock, kScales = L::kScales;
   const size_t nb = a.k / kQK_K, n16 = a.k / 16;
   const int8_t* xq[C];
   for (int c = 0; c < C; ++c) xq[c] = a.qs + col[c] * a.k;
@@ -203,19 +200,16 @@ QMM_TARGET void qmm_packed_q6k_tile_zmm(const uint8_t* grp, const Acts& a, const
           if constexpr (C == 1) qmm_prefetch_ahead<kGroupBlock, 16>(blk, 8 * h + j);  // decode
           __m512i w[4];
           if constexpr (kLow2) {
-            const __m512i Q = _mm512_loadu_si512(blk + kRuns + 512 * h + 64 * j);
+            const __m512i Q = _mm512_loadu_si512(blk + L::kRuns + 512 * h + 64 * j);
+            [[maybe_unused]] const __m512i Hm = kQ3 ? _mm512_loadu_si512(blk + L::kHmask + 64 * j) : Q;
             for (int g = 0; g < 4; ++g) {
-              w[g] = _mm512_and_si512(_mm512_srl_epi16(Q, _mm_cvtsi32_si128(2 * g)), _mm512_set1_epi8(0x03));
-              if constexpr (kQ3) {
-                const __m512i Hm = _mm512_loadu_si512(blk + 1312 + 64 * j);
-                const int hb = 4 * h + g;  // the high bit's place, to bit 2
-                const __m512i hi = hb >= 2 ? _mm512_srl_epi16(Hm, _mm_cvtsi32_si128(hb - 2))
-                                           : _mm512_sll_epi16(Hm, _mm_cvtsi32_si128(2 - hb));
-                w[g] = _mm512_or_si512(w[g], _mm512_and_si512(hi, _mm512_set1_epi8(0x04)));
-              }
+              w[g] = _mm512_and_si512(qmm_zbyte_bit_to(Q, 2 * g, 0), _mm512_set1_epi8(0x03));
+              if constexpr (kQ3)  // the high bit 4h + g to bit 2
+                w[g] = _mm512_or_si512(
+                    w[g], _mm512_and_si512(qmm_zbyte_bit_to(Hm, 4 * h + g, 2), _mm512_set1_epi8(0x04)));
             }
           } else {
-            const uint8_t* run = blk + 288 + 1536 * h + 192 * j;
+            const uint8_t* run = blk + L::kRuns + 1536 * h + 192 * j;
             const __m512i A = _mm512_loadu_si512(run), B = _mm512_loadu_si512(run + 64),
                           H = _mm512_loadu_si512(run + 128);
             w[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));

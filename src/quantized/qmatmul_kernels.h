@@ -271,6 +271,18 @@ constexpr bool kPackedLegacy = T == GgmlDType::Q4_0 || T == GgmlDType::Q4_1 || T
 // (qmatmul_pack.cpp gives their layouts; Q5_K's is Q4_K's, then its high bits)
 constexpr size_t kPackedQ4kGroupBlock = 2368, kPackedQ5kGroupBlock = 2880, kPackedQ6kGroupBlock = 3360,
                  kPackedIq4xsGroupBlock = 2208, kPackedQ3kGroupBlock = 1824, kPackedQ2kGroupBlock = 1344;
+// The Q6_K family's packed layouts (qmatmul_pack.cpp), shared by the packer and the tiles: the group-
+// block's bytes, the per-sub-block scale bytes (16 rows a sub-block), the quant runs (Q6_K's three runs
+// per j, Q3_K / Q2_K's 2-bit runs per half and j) and Q3_K's hmask runs
+template <GgmlDType T>
+struct PackedQ6Family {
+  static_assert(T == GgmlDType::Q6K || T == GgmlDType::Q3K || T == GgmlDType::Q2K);
+  static constexpr bool kQ2 = T == GgmlDType::Q2K, kQ3 = T == GgmlDType::Q3K;
+  static constexpr size_t kGroupBlock = kQ2   ? kPackedQ2kGroupBlock
+                                        : kQ3 ? kPackedQ3kGroupBlock
+                                              : kPackedQ6kGroupBlock;
+  static constexpr size_t kScales = kQ2 ? 64 : 32, kRuns = kQ2 ? 320 : 288, kHmask = 1312;
+};
 // Packed decode of the types with much work per byte (Q5_K, Q6_K, Q3_K, Q2_K): step s (of kSteps) of
 // the group-block at blk (kGroupBlock bytes) brings its share of the group-block after next into L1 (from
 // DRAM the hardware prefetchers got too little lead: packed Q5_K 0.73-0.95x ggml on DRAM-bound shapes,

@@ -89,10 +89,11 @@ void pack_q6k(const uint8_t* const* src, uint8_t* o) {
     BlockQ6_K b;
     std::memcpy(&b, src[r], sizeof b);
     std::memcpy(o + 2 * r, &b.d, 2);
-    for (int s = 0; s < 16; ++s) o[32 + 16 * s + r] = static_cast<uint8_t>(b.scales[s]);
+    using L = qmm::PackedQ6Family<GgmlDType::Q6K>;
+    for (int s = 0; s < 16; ++s) o[L::kScales + 16 * s + r] = static_cast<uint8_t>(b.scales[s]);
     for (size_t h = 0; h < 2; ++h)
       for (size_t j = 0; j < 8; ++j) {
-        uint8_t* run = o + 288 + 1536 * h + 192 * j + 4 * r;
+        uint8_t* run = o + L::kRuns + 1536 * h + 192 * j + 4 * r;
         std::memcpy(run, b.ql + 64 * h + 4 * j, 4);
         std::memcpy(run + 64, b.ql + 64 * h + 32 + 4 * j, 4);
         std::memcpy(run + 128, b.qh + 32 * h + 4 * j, 4);
@@ -112,9 +113,11 @@ void pack_q3k(const uint8_t* const* src, uint8_t* o) {
     std::memcpy(&b, src[r], sizeof b);
     std::memcpy(o + 2 * r, &b.d, 2);
     for (int s = 0; s < 16; ++s)
-      o[32 + 16 * s + r] = static_cast<uint8_t>(static_cast<int8_t>(qmm::q3k_scale(b.scales, s) - 32));
-    pack_2bit_runs(b.qs, r, o + 288);
-    for (size_t j = 0; j < 8; ++j) std::memcpy(o + 1312 + 64 * j + 4 * r, b.hmask + 4 * j, 4);
+      o[qmm::PackedQ6Family<GgmlDType::Q3K>::kScales + 16 * s + r] =
+          static_cast<uint8_t>(static_cast<int8_t>(qmm::q3k_scale(b.scales, s) - 32));
+    using L = qmm::PackedQ6Family<GgmlDType::Q3K>;
+    pack_2bit_runs(b.qs, r, o + L::kRuns);
+    for (size_t j = 0; j < 8; ++j) std::memcpy(o + L::kHmask + 64 * j + 4 * r, b.hmask + 4 * j, 4);
   }
 }
 
@@ -124,8 +127,9 @@ void pack_q2k(const uint8_t* const* src, uint8_t* o) {
     std::memcpy(&b, src[r], sizeof b);
     std::memcpy(o + 2 * r, &b.d, 2);
     std::memcpy(o + 32 + 2 * r, &b.dmin, 2);
-    for (size_t s = 0; s < 16; ++s) o[64 + 16 * s + r] = b.scales[s];
-    pack_2bit_runs(b.qs, r, o + 320);
+    using L = qmm::PackedQ6Family<GgmlDType::Q2K>;
+    for (size_t s = 0; s < 16; ++s) o[L::kScales + 16 * s + r] = b.scales[s];
+    pack_2bit_runs(b.qs, r, o + L::kRuns);
   }
 }
 

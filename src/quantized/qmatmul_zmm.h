@@ -31,6 +31,11 @@ QMM_ZINLINE __m512 qmm_zneg_h2f16(const uint8_t* p) {
   return _mm512_castsi512_ps(
       _mm512_xor_si512(_mm512_castps_si512(qmm_zh2f16(p)), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
 }
+// bit `from` of each byte of v to bit `to` (qmatmul_packed.inc's qmm_byte_bit_to in 512 bits)
+QMM_ZINLINE __m512i qmm_zbyte_bit_to(__m512i v, int from, int to) {
+  return from >= to ? _mm512_srl_epi16(v, _mm_cvtsi32_si128(from - to))
+                    : _mm512_sll_epi16(v, _mm_cvtsi32_si128(to - from));
+}
 QMM_ZINLINE __m512 qmm_zi2f(__m512i v) { return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), 0xFFFF, v); }
 // 16 bytes to 16 int32 (zero-extended)
 QMM_ZINLINE __m512i qmm_zu8(const uint8_t* p) {
