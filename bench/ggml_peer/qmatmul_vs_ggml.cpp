@@ -5,7 +5,7 @@
 // of ggml's public C API that this needs are declared here (no headers are shipped).
 //
 //   qmatmul_vs_ggml --lib-dir DIR [--threads N] [--rounds R] [--types q4_0,q8_0] [--shapes 4096x4096]
-//                   [--m 1,128,512] [--packed 1] [--ggml-repack q4_0,q4_K]
+//                   [--m 1,128,512] [--packed 1] [--ggml-repack q4_0,q4_K] [--cold-mb MB]
 // --packed 1 (the default, what QMatMul::from_arc_repacked and the GGUF models use): the types with a
 // packed layout (qmm_pack) run packed ("+packed" after the kernel name); 0: the plain blocks.
 // --ggml-repack LIST (default q4_0,q4_K; 0: none): those types go to llama.cpp's CPU_REPACK buffer
@@ -13,6 +13,10 @@
 // count allows), "(ggml: CPU_REPACK)" after the kernel name; the others are ggml's plain blocks.
 // --ggml-buft NAME (default CPU_REPACK): another of the CPU device's extra buffer types for them, e.g.
 // AMX (what llama.cpp's loader prefers on a CPU with AMX, for the types its AMX kernels take).
+// --cold-mb MB (default 0): enough distinct copies of the weights to fill MB MiB, multiplied one after
+// the other (ggml: one graph of a mul_mat per copy), as a model's decode passes over its matrices:
+// the weights come from DRAM, not from the caches that one repeated matrix stays in; the times are
+// per copy.
 // prints one line per (type, n, k, m): the median seconds per call of each (R rounds of about
 // 0.15 s each, taken alternately), the weights' GB/s, the ratio (ours / ggml throughput) and the
 // largest difference between the two outputs relative to the output's largest magnitude.
@@ -213,7 +217,7 @@ double memcpy_gbps() {
 int main(int argc, char** argv) {
   std::string lib_dir, types = "q4_0,q8_0,q4_K,q6_K,iq4_xs", shapes = "4096x4096,11008x4096,4096x11008",
                        ms = "1,128,512", ggml_repack = "q4_0,q4_K", ggml_buft = "CPU_REPACK";
-  int threads = 2, rounds = 5, packed_opt = 1;
+  int threads = 2, rounds = 5, packed_opt = 1, cold_mb = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--lib-dir")
@@ -234,15 +238,17 @@ int main(int argc, char** argv) {
       ggml_repack = v == "0" ? "" : v;
     else if (a == "--ggml-buft")
       ggml_buft = v;
+    else if (a == "--cold-mb")
+      cold_mb = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
-  if (lib_dir.empty() || threads < 1 || rounds < 1) {
+  if (lib_dir.empty() || threads < 1 || rounds < 1 || cold_mb < 0) {
     std::fprintf(stderr,
                  "usage: %s --lib-dir DIR [--threads N] [--rounds R] [--types ..] [--shapes NxK,..] [--m ..] "
-                 "[--packed 0|1] [--ggml-repack LIST|0] [--ggml-buft NAME]\n",
+                 "[--packed 0|1] [--ggml-repack LIST|0] [--ggml-buft NAME] [--cold-mb MB]\n",
                  argv[0]);
     return 2;
   }
@@ -268,8 +274,10 @@ int main(int argc, char** argv) {
   candle::set_num_threads(static_cast<size_t>(threads));
   TpParams tpp = g.threadpool_params_default(threads);
   ggml_threadpool* tp = g.threadpool_new(&tpp);
-  std::printf("# ggml cpu variant: %s, threads: %d, memcpy: %.1f GB/s, rounds: %d (median)\n",
-              g.variant.c_str(), threads, memcpy_gbps(), rounds);
+  std::printf(
+      "# ggml cpu variant: %s, threads: %d, memcpy: %.1f GB/s, rounds: %d (median)%s\n", g.variant.c_str(),
+      threads, memcpy_gbps(), rounds,
+      cold_mb ? (", weights from DRAM: copies filling " + std::to_string(cold_mb) + " MiB").c_str() : "");
   std::printf("%-7s %6s %6s %4s  %10s %10s  %8s %8s  %6s  %9s  %s\n", "type", "n", "k", "m", "ours_ms",
               "ggml_ms", "ours_GB/s", "ggml_GB/s", "ratio", "max_rdiff", "kernel");
   std::mt19937 rng(1);
@@ -294,50 +302,66 @@ int main(int argc, char** argv) {
       const size_t wbytes = candle::quantized::ggml_row_bytes(*t, k) * n;
       for (const std::string& mstr : split(ms, ',')) {
         const size_t m = std::stoul(mstr);
-        InitParams ip{
-            wbytes + m * k * 4 + m * n * 4 + 3 * g.tensor_overhead() + g.graph_overhead() + (1 << 20),
-            nullptr, false};
+        const size_t copies = std::max<size_t>(1, ((size_t(cold_mb) << 20) + wbytes - 1) / wbytes);
+        InitParams ip{copies * (wbytes + m * n * 4 + 2 * g.tensor_overhead()) + m * k * 4 +
+                          g.tensor_overhead() + g.graph_overhead() + (1 << 20),
+                      nullptr, false};
         ggml_context* ctx = g.init(ip);
-        ggml_tensor* W =
-            g.new_tensor_2d(ctx, static_cast<int>(*t), static_cast<int64_t>(k), static_cast<int64_t>(n));
+        std::vector<ggml_tensor*> W(copies), Wm(copies), Ys(copies);
+        for (auto& w : W)
+          w = g.new_tensor_2d(ctx, static_cast<int>(*t), static_cast<int64_t>(k), static_cast<int64_t>(n));
         ggml_tensor* X = g.new_tensor_2d(ctx, 0, static_cast<int64_t>(k), static_cast<int64_t>(m));
         {
           std::vector<float> wf(n * k);
           for (auto& v : wf) v = nd(rng) * 0.02f;
-          g.quantize_chunk(static_cast<int>(*t), wf.data(), g.get_data(W), 0, static_cast<int64_t>(n),
+          g.quantize_chunk(static_cast<int>(*t), wf.data(), g.get_data(W[0]), 0, static_cast<int64_t>(n),
                            static_cast<int64_t>(k), nullptr);
+          for (size_t i = 1; i < copies; ++i) std::memcpy(g.get_data(W[i]), g.get_data(W[0]), wbytes);
         }
         float* xd = static_cast<float*>(g.get_data(X));
         for (size_t i = 0; i < m * k; ++i) xd[i] = nd(rng);
         // llama.cpp's own layout where its model loader would choose it for this type
-        ggml_tensor* Wm = W;
+        Wm = W;
         ggml_context* ctx_r = nullptr;
         ggml_backend_buffer* rbuf = nullptr;
         if (rbuft && repack_types.count(*t) && n % 8 == 0) {
-          InitParams rp{2 * g.tensor_overhead(), nullptr, true};
+          InitParams rp{(copies + 1) * g.tensor_overhead(), nullptr, true};
           ctx_r = g.init(rp);
-          Wm = g.new_tensor_2d(ctx_r, static_cast<int>(*t), static_cast<int64_t>(k), static_cast<int64_t>(n));
+          for (auto& w : Wm)
+            w = g.new_tensor_2d(ctx_r, static_cast<int>(*t), static_cast<int64_t>(k),
+                                static_cast<int64_t>(n));
           rbuf = g.alloc_ctx_tensors_from_buft(ctx_r, rbuft);
-          g.tensor_set(Wm, g.get_data(W), 0, wbytes);
+          for (ggml_tensor* w : Wm) g.tensor_set(w, g.get_data(W[0]), 0, wbytes);
         }
-        ggml_tensor* Y = g.mul_mat(ctx, Wm, X);
         ggml_cgraph* gf = g.new_graph(ctx);
-        g.build_forward_expand(gf, Y);
+        for (size_t i = 0; i < copies; ++i) {
+          Ys[i] = g.mul_mat(ctx, Wm[i], X);
+          g.build_forward_expand(gf, Ys[i]);
+        }
+        ggml_tensor* Y = Ys[0];
         CPlan plan = g.graph_plan(gf, threads, tp);
         std::vector<uint8_t> work(plan.work_size + 64);
         plan.work_data = work.data();
         std::vector<float> ours(m * n);
-        const void* wdata = g.get_data(W);
         const auto isa = candle::quantized::qmm_isa();
         const bool packed = packed_opt != 0 && candle::quantized::qmm_packable(*t, n, k, isa);
-        std::vector<uint8_t> wpacked(packed ? candle::quantized::qmm_packed_row_bytes(*t, k) * n : 0);
-        if (packed) candle::quantized::qmm_pack(*t, wdata, n, k, wpacked.data());
+        const size_t pbytes = packed ? candle::quantized::qmm_packed_row_bytes(*t, k) * n : 0;
+        std::vector<uint8_t> wpacked(pbytes * copies);
+        if (packed) {
+          candle::quantized::qmm_pack(*t, g.get_data(W[0]), n, k, wpacked.data());
+          for (size_t i = 1; i < copies; ++i)
+            std::memcpy(wpacked.data() + i * pbytes, wpacked.data(), pbytes);
+        }
         auto run_ggml = [&] { g.graph_compute(gf, &plan); };
+        // copy 0 last, whose output is compared
         auto run_ours = [&] {
-          if (packed)
-            candle::quantized::qmatmul_cpu_packed(*t, wpacked.data(), n, k, xd, m, ours.data(), isa);
-          else
-            candle::quantized::qmatmul_cpu(*t, wdata, n, k, xd, m, ours.data());
+          for (size_t i = copies; i-- > 0;) {
+            if (packed)
+              candle::quantized::qmatmul_cpu_packed(*t, wpacked.data() + i * pbytes, n, k, xd, m, ours.data(),
+                                                    isa);
+            else
+              candle::quantized::qmatmul_cpu(*t, g.get_data(W[i]), n, k, xd, m, ours.data());
+          }
         };
         run_ggml();
         run_ours();
@@ -354,7 +378,7 @@ int main(int argc, char** argv) {
           g.threadpool_pause(tp);
           to.push_back(seconds_per_call(run_ours, 0.15));
         }
-        const double sg = median(tg), so = median(to);
+        const double sg = median(tg) / double(copies), so = median(to) / double(copies);
         std::printf("%-7s %6zu %6zu %4zu  %10.3f %10.3f  %8.1f %8.1f  %6.2f  %9.2e  %s%s%s\n", tn.c_str(), n,
                     k, m, so * 1e3, sg * 1e3, wbytes / so / 1e9, wbytes / sg / 1e9, sg / so, maxdiff / maxabs,
                     candle::quantized::qmatmul_cpu_kernel_name(*t), packed ? "+packed" : "",

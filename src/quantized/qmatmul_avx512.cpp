@@ -51,8 +51,11 @@ QMM_TARGET void qmm_packed_tile_zmm(const uint8_t* grp, const Acts& a, const siz
       _mm512_mask_broadcast_i32x4(_mm512_setzero_si512(), 0xFFFF,
                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
       _mm512_set1_epi8(static_cast<char>(0x80)));
+  // decode: Q5_K prefetches in its runs (below)
+  const size_t pf = C == 1 && !kQ5 ? qmm_decode_prefetch_bytes() : 0;
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + b * kGroupBlock;
+    qmm_prefetch_block<kGroupBlock>(blk, pf);
     __m512i isum[C];
     for (int c = 0; c < C; ++c) isum[c] = _mm512_setzero_si512();
     if constexpr (T == GgmlDType::Q8_0) {

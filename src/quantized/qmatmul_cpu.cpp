@@ -335,6 +335,25 @@ QmmIsa qmm_isa() {
   return c.isa;
 }
 
+namespace {}  // namespace
+
+namespace qmm {
+size_t qmm_decode_prefetch_bytes() {
+  static const size_t bytes = [] {
+    if (const char* env = std::getenv("CANDLE_QMM_DECODE_PREFETCH")) {
+      const long v = std::strtol(env, nullptr, 10);
+      return v > 0 && v <= (long{1} << 20) ? static_cast<size_t>(v) : size_t{0};
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_is("intel") ? size_t{4096} : size_t{0};
+#else
+    return size_t{0};
+#endif
+  }();
+  return bytes;
+}
+}  // namespace qmm
+
 namespace {
 
 // the chunks per thread the rows are cut into at least (4; for a decode, CANDLE_QMM_DECODE_SPLIT=1..64,

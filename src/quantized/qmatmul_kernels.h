@@ -294,6 +294,20 @@ inline void qmm_prefetch_ahead(const uint8_t* blk, int step) {
   const uint8_t* ahead = blk + 2 * kGroupBlock + 64 * kLines * static_cast<size_t>(step);
   for (size_t l = 0; l < kLines; ++l) __builtin_prefetch(ahead + 64 * l, 0, 3);
 }
+// How far ahead (bytes) the packed decode tiles of the types without their own prefetch (the
+// 32-element types, Q4_K, IQ4_XS) prefetch each group-block, read once: CANDLE_QMM_DECODE_PREFETCH=BYTES
+// (0: none), else 4096 on Intel CPUs and none elsewhere. On the GPU machine's Xeon (Sapphire Rapids,
+// 16 cores) the hardware prefetchers left TinyLlama's decode from DRAM at 0.8x llama.cpp: 4096 bytes
+// ahead took tg128 at 4 threads from 64 to 84 tok/s (Q4_0), 62 -> 77 (Q4_K_M), 45 -> 52 (Q8_0), at 16
+// threads 141 -> 171, 150 -> 160, 104 -> 114 (2048 and 8192 between or alike); on the dev machine's Zen 4
+// it cost 2-6% (tools/decode_scaling_device_run.sh)
+size_t qmm_decode_prefetch_bytes();
+// the group-block `ahead` bytes past blk, into L1 (a decode tile's start of each group-block)
+template <size_t kGroupBlock>
+inline void qmm_prefetch_block(const uint8_t* blk, size_t ahead) {
+  if (ahead)
+    for (size_t l = 0; l < kGroupBlock; l += 64) __builtin_prefetch(blk + ahead + l, 0, 3);
+}
 KernelFn avx2_packed_kernel(GgmlDType t);
 KernelFn avx512_packed_kernel(GgmlDType t);
 // AMX (qmatmul_amx.cpp): tiles of 16 activation rows x 16 packed weight rows for Q4_0 and Q8_0
