@@ -6,11 +6,13 @@
 #include <cmath>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "candle/backend/cpu_storage.h"
+#include "core/row_layout.h"
 #include "cpu/clones.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_math.h"
@@ -41,8 +43,8 @@ bool same_dtype(DType dt, std::initializer_list<const BackendStorage*> others) {
   return true;
 }
 
-// Rows per parallel chunk so that a chunk holds about kParallelGrain elements.
-size_t row_grain(size_t dim) { return std::max<size_t>(1, cpu::kParallelGrain / std::max<size_t>(dim, 1)); }
+// Rows per parallel chunk (cpu::row_op_grain).
+size_t row_grain(size_t dim) { return cpu::row_op_grain(dim); }
 
 template <typename C>
 C exp_c(C x) {
@@ -121,6 +123,19 @@ StoragePtr softmax_impl(const T* src, const Shape& shape) {
   return out;
 }
 
+// One row of rms_norm (b == nullptr, no mean) or layer_norm: yr from xr, both dim long.
+template <typename C>
+void norm_row(const C* xr, C* yr, size_t dim, const C* a, const C* b, C n, C e, bool remove_mean) {
+  C mean = remove_mean ? row_sum<C>(xr, dim) / n : C(0);
+  C var = row_sum_sq_dev<C>(xr, dim, mean) / n;
+  C denom = std::sqrt(var + e);
+  if (b) {
+    for (size_t i = 0; i < dim; ++i) yr[i] = (xr[i] - mean) / denom * a[i] + b[i];
+  } else {
+    for (size_t i = 0; i < dim; ++i) yr[i] = xr[i] / denom * a[i];
+  }
+}
+
 // Shared body of rms_norm (bp == nullptr, no mean) and layer_norm.
 template <typename T>
 StoragePtr norm_impl(const T* src, const Shape& shape, const T* ap, const T* bp, float eps,
@@ -141,15 +156,36 @@ StoragePtr norm_impl(const T* src, const Shape& shape, const T* ap, const T* bp,
     for (size_t r = r0; r < r1; ++r) {
       const C* xr = load_row<T, C>(src + r * dim, dim, in_buf);
       C* yr = std::is_same_v<T, C> ? reinterpret_cast<C*>(dst + r * dim) : out_buf.data();
-      C mean = remove_mean ? row_sum<C>(xr, dim) / n : C(0);
-      C var = row_sum_sq_dev<C>(xr, dim, mean) / n;
-      C denom = std::sqrt(var + e);
-      if (bp) {
-        for (size_t i = 0; i < dim; ++i) yr[i] = (xr[i] - mean) / denom * a[i] + b[i];
-      } else {
-        for (size_t i = 0; i < dim; ++i) yr[i] = xr[i] / denom * a[i];
-      }
+      norm_row<C>(xr, yr, dim, a.data(), bp ? b.data() : nullptr, n, e, remove_mean);
       if constexpr (!std::is_same_v<T, C>) store_row<T, C>(yr, dim, dst + r * dim);
+    }
+  });
+  return out;
+}
+
+// {s = x + h, rms_norm(s)} as [2, rows, dim]: s rounded to T as the add rounds it, then norm_impl's
+// row (the same bits as the composed ops). Rows of x and h are xs / hs elements apart.
+template <typename T>
+StoragePtr add_rms_norm_impl(const T* x, size_t xs, const T* h, size_t hs, size_t rows, size_t dim,
+                             const T* ap, float eps) {
+  using C = compute_t<T>;
+  std::vector<C> a(dim);
+  for (size_t i = 0; i < dim; ++i) a[i] = static_cast<C>(ap[i]);
+  std::shared_ptr<CpuStorage> out = CpuStorage::alloc(dtype_of<T>, 2 * rows * dim);
+  T* sum = out->data<T>();
+  T* normed = sum + rows * dim;
+  const C n = static_cast<C>(dim), e = static_cast<C>(eps);
+  cpu::parallel_for(rows, row_grain(dim), [&](size_t r0, size_t r1) {
+    std::vector<C> in_buf(dim), out_buf(dim);
+    for (size_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * xs;
+      const T* hr = h + r * hs;
+      T* sr = sum + r * dim;
+      for (size_t i = 0; i < dim; ++i) sr[i] = cast_value<T>(static_cast<C>(xr[i]) + static_cast<C>(hr[i]));
+      const C* s = load_row<T, C>(sr, dim, in_buf);
+      C* yr = std::is_same_v<T, C> ? reinterpret_cast<C*>(normed + r * dim) : out_buf.data();
+      norm_row<C>(s, yr, dim, a.data(), nullptr, n, e, false);
+      if constexpr (!std::is_same_v<T, C>) store_row<T, C>(yr, dim, normed + r * dim);
     }
   });
   return out;
@@ -219,6 +255,23 @@ StoragePtr CpuStorage::rms_norm(const Layout& l, const BackendStorage& alpha, co
     std::shared_ptr<CpuStorage> keep_x, keep_a;
     return norm_impl<T>(dense<T>(*this, l, keep_x), l.shape(), dense<T>(a, alpha_l, keep_a), nullptr, eps,
                         false);
+  });
+}
+
+StoragePtr CpuStorage::add_rms_norm(const Layout& l, const BackendStorage& h, const Layout& h_l,
+                                    const BackendStorage& alpha, const Layout& alpha_l, float eps) const {
+  if (l.dims().empty() || l.dims() != h_l.dims() || !same_dtype(dtype(), {&h, &alpha})) return nullptr;
+  const CpuStorage& hs = as_cpu(h, "add_rms_norm");
+  const CpuStorage& a = as_cpu(alpha, "add_rms_norm");
+  const size_t dim = l.dims().back(), rows = dim ? l.elem_count() / dim : 0;
+  return dispatch_float(dtype(), "add_rms_norm", [&]<typename T>() {
+    // rows read in place where they fold into one stride (a residual, a matmul's output), else dense
+    std::shared_ptr<CpuStorage> keep_x, keep_h, keep_a;
+    const std::optional<size_t> xs = uniform_row_stride(l), hstr = uniform_row_stride(h_l);
+    const T* xp = xs ? data<T>() + l.start_offset() : dense<T>(*this, l, keep_x);
+    const T* hp = hstr ? hs.data<T>() + h_l.start_offset() : dense<T>(hs, h_l, keep_h);
+    return add_rms_norm_impl<T>(xp, xs.value_or(dim), hp, hstr.value_or(dim), rows, dim,
+                                dense<T>(a, alpha_l, keep_a), eps);
   });
 }
 

@@ -101,5 +101,12 @@ void parallel_for_dynamic(size_t n, size_t chunk, Fn&& fn) {
 
 // Elements below which copies and elementwise kernels stay on one thread.
 inline constexpr size_t kParallelGrain = 32 * 1024;
+// The same for the fused row ops (norms, rope, softmax, silu_mul: several passes or a
+// transcendental per element): a 128 x 256 norm (a small model's prompt) took ~35 us on one
+// thread while 15 others waited, where a parallel region costs a few us
+inline constexpr size_t kRowOpGrain = 8 * 1024;
+
+// Rows of `dim` elements per parallel chunk of a fused row op (at least one).
+inline size_t row_op_grain(size_t dim) { return std::max<size_t>(1, kRowOpGrain / std::max<size_t>(dim, 1)); }
 
 }  // namespace candle::cpu

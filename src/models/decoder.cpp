@@ -1,11 +1,15 @@
 // The decoder-only transformer of models::llama and models::quantized_llama.
 #include "decoder.h"
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "candle/graph.h"
 #include "candle/nn/attention.h"
@@ -14,6 +18,65 @@
 
 namespace candle::models::detail {
 namespace {
+
+// CANDLE_DECODER_PROFILE=1 (read once): the wall time of each phase of the forward passes, summed over
+// the process and printed to stderr at its exit. CPU ops run when called, so the times are theirs; on
+// a GPU they are the launches' (the device's own profiler tells its kernels' times).
+enum class Phase { Embed, QkvProj, HeadsRope, KvCache, Attention, OProj, Norms, GateUp, Act, Down, Logits };
+constexpr std::array<const char*, 11> kPhaseNames = {
+    "embedding",    "q/k/v matmuls",  "heads + rope", "kv cache",    "attention",     "o matmul",
+    "norms + adds", "gate/up matmul", "activation",   "down matmul", "norm + lm_head"};
+
+struct PhaseTotals {
+  std::array<std::atomic<uint64_t>, kPhaseNames.size()> ns{}, calls{};
+  PhaseTotals() = default;
+  PhaseTotals(const PhaseTotals&) = delete;
+  PhaseTotals& operator=(const PhaseTotals&) = delete;
+  ~PhaseTotals() {
+    uint64_t sum = 0;
+    for (const auto& n : ns) sum += n.load();
+    if (sum == 0) return;
+    std::fprintf(stderr, "decoder profile (CANDLE_DECODER_PROFILE):\n%-16s %10s %10s %6s\n", "phase", "calls",
+                 "ms", "%");
+    for (size_t i = 0; i < ns.size(); ++i)
+      std::fprintf(stderr, "%-16s %10llu %10.1f %6.1f\n", kPhaseNames[i],
+                   static_cast<unsigned long long>(calls[i].load()), static_cast<double>(ns[i].load()) / 1e6,
+                   100.0 * static_cast<double>(ns[i].load()) / static_cast<double>(sum));
+    std::fprintf(stderr, "%-16s %10s %10.1f\n", "sum", "", static_cast<double>(sum) / 1e6);
+  }
+};
+
+bool profiling() {
+  static const bool on = [] {
+    const char* e = std::getenv("CANDLE_DECODER_PROFILE");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+PhaseTotals& phase_totals() {
+  static PhaseTotals t;
+  return t;
+}
+
+// f(), its wall time added to phase p's where profiling
+template <typename F>
+auto timed(Phase p, F&& f) {
+  if (!profiling()) return f();
+  struct Add {
+    size_t i;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    explicit Add(size_t phase) : i(phase) {}
+    Add(const Add&) = delete;
+    Add& operator=(const Add&) = delete;
+    ~Add() {
+      const auto d = std::chrono::steady_clock::now() - t0;
+      phase_totals().ns[i] += static_cast<uint64_t>(std::chrono::nanoseconds(d).count());
+      phase_totals().calls[i] += 1;
+    }
+  } add(static_cast<size_t>(p));
+  return f();
+}
 
 // Positions whose rotary tables are computed at load; later positions are computed per call.
 constexpr size_t kTablePositions = 8192;
@@ -243,22 +306,32 @@ std::tuple<Tensor, Tensor, Tensor> Decoder::qkv(const DecoderLayer& l, const Ten
     return Tensor::cat({rotate(h.narrow(3, 0, rd).contiguous()), h.narrow(3, rd, hd - rd)}, 3);
   };
   if (l.qkv) {
-    Tensor y = l.qkv->forward(x);
-    Tensor v = heads(y.narrow(2, (nq + nkv) * hd, nkv * hd), nkv, std::nullopt);
-    if (!l.q_norm && !l.k_norm) {
-      // q and k heads side by side rotate in one call (a decode step's [1, 1, n] row is a view)
-      Tensor qk = rope(heads(y.narrow(2, 0, (nq + nkv) * hd), nq + nkv, std::nullopt));
-      return {qk.narrow(1, 0, nq), qk.narrow(1, nq, nkv), v};
-    }
-    return {rope(heads(y.narrow(2, 0, nq * hd), nq, l.q_norm)),
-            rope(heads(y.narrow(2, nq * hd, nkv * hd), nkv, l.k_norm)), v};
+    Tensor y = timed(Phase::QkvProj, [&] { return l.qkv->forward(x); });
+    return timed(Phase::HeadsRope, [&]() -> std::tuple<Tensor, Tensor, Tensor> {
+      Tensor v = heads(y.narrow(2, (nq + nkv) * hd, nkv * hd), nkv, std::nullopt);
+      if (!l.q_norm && !l.k_norm) {
+        // q and k heads side by side rotate in one call (a decode step's [1, 1, n] row is a view)
+        Tensor qk = rope(heads(y.narrow(2, 0, (nq + nkv) * hd), nq + nkv, std::nullopt));
+        return {qk.narrow(1, 0, nq), qk.narrow(1, nq, nkv), v};
+      }
+      return {rope(heads(y.narrow(2, 0, nq * hd), nq, l.q_norm)),
+              rope(heads(y.narrow(2, nq * hd, nkv * hd), nkv, l.k_norm)), v};
+    });
   }
-  return {rope(heads(l.q.forward(x), nq, l.q_norm)), rope(heads(l.k.forward(x), nkv, l.k_norm)),
-          heads(l.v.forward(x), nkv, std::nullopt)};
+  Tensor q, k, v;
+  std::tie(q, k, v) = timed(Phase::QkvProj, [&] {
+    return std::tuple<Tensor, Tensor, Tensor>{l.q.forward(x), l.k.forward(x), l.v.forward(x)};
+  });
+  return timed(Phase::HeadsRope, [&] {
+    return std::tuple<Tensor, Tensor, Tensor>{rope(heads(q, nq, l.q_norm)), rope(heads(k, nkv, l.k_norm)),
+                                              heads(v, nkv, std::nullopt)};
+  });
 }
 
 Tensor Decoder::attn_out(const DecoderLayer& l, const Tensor& y) const {
-  return reduce(l.o.forward(y.transpose(1, 2).reshape({y.dim(0), y.dim(2), spec_.heads * spec_.head_dim})));
+  return reduce(timed(Phase::OProj, [&] {
+    return l.o.forward(y.transpose(1, 2).reshape({y.dim(0), y.dim(2), spec_.heads * spec_.head_dim}));
+  }));
 }
 
 double Decoder::attn_scale() const {
@@ -267,15 +340,18 @@ double Decoder::attn_scale() const {
 
 Tensor Decoder::attention(const DecoderLayer& l, const Tensor& x, size_t index_pos, const Tensor& cos,
                           const Tensor& sin, nn::KvCache* cache) const {
-  auto [q, k, v] = qkv(l, x, cos, sin);
+  Tensor q, k, v;
+  std::tie(q, k, v) = qkv(l, x, cos, sin);
   if (cache) {
     if (cache->current_seq_len() != index_pos)
       throw Error(ErrorKind::InvalidArgument, "forward: index_pos " + std::to_string(index_pos) +
                                                   " is not the cached length " +
                                                   std::to_string(cache->current_seq_len()));
-    std::tie(k, v) = cache->append(k, v);
+    std::tie(k, v) = timed(Phase::KvCache, [&] { return cache->append(k, v); });
   }
-  Tensor y = nn::ops::scaled_dot_product_attention(q, k, v, attn_scale(), true, l.window, spec_.attn_softcap);
+  Tensor y = timed(Phase::Attention, [&] {
+    return nn::ops::scaled_dot_product_attention(q, k, v, attn_scale(), true, l.window, spec_.attn_softcap);
+  });
   return attn_out(l, y);
 }
 
@@ -284,47 +360,65 @@ Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& t
   const float eps = static_cast<float>(spec_.eps);
   // each residual add and the norm after it in one op (add_rms_norm): the layer's input norm comes
   // from the previous layer's last add
-  Tensor h = layers_.empty() ? Tensor() : nn::ops::rms_norm(x, layers_[0].attn_norm, eps);
+  Tensor h = layers_.empty()
+                 ? Tensor()
+                 : timed(Phase::Norms, [&] { return nn::ops::rms_norm(x, layers_[0].attn_norm, eps); });
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& l = layers_[i];
     const auto& [cos, sin] = tables[l.rope_set];
     h = attn(i, l, h, cos, sin);
-    if (l.post_attn_norm) h = nn::ops::rms_norm(h, *l.post_attn_norm, eps);
-    std::tie(x, h) = nn::ops::add_rms_norm(x, h, l.ffn_norm, eps);
+    timed(Phase::Norms, [&] {
+      if (l.post_attn_norm) h = nn::ops::rms_norm(h, *l.post_attn_norm, eps);
+      std::tie(x, h) = nn::ops::add_rms_norm(x, h, l.ffn_norm, eps);
+      return 0;
+    });
     if (l.moe) {
       h = l.moe->forward(h, spec_.gelu_mlp);
     } else {
       Tensor g, u;
-      if (l.gate_up) {
-        Tensor gu = l.gate_up->forward(h);
-        const size_t f = gu.dims().back() / 2;
-        g = gu.narrow(gu.rank() - 1, 0, f);
-        u = gu.narrow(gu.rank() - 1, f, f);
-      } else {
-        g = l.gate->forward(h);
-        u = l.up->forward(h);
-      }
-      h = l.down->forward(spec_.gelu_mlp ? g.gelu() * u : nn::ops::silu_mul(g, u));
+      timed(Phase::GateUp, [&] {
+        if (l.gate_up) {
+          Tensor gu = l.gate_up->forward(h);
+          const size_t f = gu.dims().back() / 2;
+          g = gu.narrow(gu.rank() - 1, 0, f);
+          u = gu.narrow(gu.rank() - 1, f, f);
+        } else {
+          g = l.gate->forward(h);
+          u = l.up->forward(h);
+        }
+        return 0;
+      });
+      Tensor a = timed(Phase::Act, [&] { return spec_.gelu_mlp ? g.gelu() * u : nn::ops::silu_mul(g, u); });
+      h = timed(Phase::Down, [&] { return l.down->forward(a); });
     }
     h = reduce(h);
-    if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
-    if (i + 1 < layers_.size()) {
-      std::tie(x, h) = nn::ops::add_rms_norm(x, h, layers_[i + 1].attn_norm, eps);
-    } else {
-      x = x + h;
-    }
+    timed(Phase::Norms, [&] {
+      if (l.post_ffn_norm) h = nn::ops::rms_norm(h, *l.post_ffn_norm, eps);
+      if (i + 1 < layers_.size()) {
+        std::tie(x, h) = nn::ops::add_rms_norm(x, h, layers_[i + 1].attn_norm, eps);
+      } else {
+        x = x + h;
+      }
+      return 0;
+    });
   }
   return x;
 }
 
 Tensor Decoder::logits_of(Tensor x) const {
-  x = nn::ops::rms_norm(x, final_norm_, static_cast<float>(spec_.eps));
-  Tensor logits = lm_head_.forward(x).to_dtype(DType::F32);
-  if (spec_.final_softcap) logits = (logits / *spec_.final_softcap).tanh() * *spec_.final_softcap;
-  return logits;
+  return timed(Phase::Logits, [&] {
+    x = nn::ops::rms_norm(x, final_norm_, static_cast<float>(spec_.eps));
+    Tensor logits = lm_head_.forward(x).to_dtype(DType::F32);
+    if (spec_.final_softcap) logits = (logits / *spec_.final_softcap).tanh() * *spec_.final_softcap;
+    return logits;
+  });
 }
 
 Tensor Decoder::embed(const Tensor& ids) const {
+  return timed(Phase::Embed, [&] { return embed_ids(ids); });
+}
+
+Tensor Decoder::embed_ids(const Tensor& ids) const {
   Tensor ids_u32 = ids.dtype() == DType::U32 ? ids : ids.to_dtype(DType::U32);
   Tensor x = std::holds_alternative<Tensor>(embeddings_)
                  ? std::get<Tensor>(embeddings_).embedding(ids_u32)
@@ -427,11 +521,17 @@ Tensor Decoder::decode_step(const Tensor& ids, StaticDecode& st) const {
   const Tensor at = st.pos.reshape({1, 1, 1, 1}).broadcast_as(one);
   x = blocks(std::move(x), tables,
              [&](size_t i, const DecoderLayer& l, const Tensor& h, const Tensor& cos, const Tensor& sin) {
-               auto [q, k, v] = qkv(l, h, cos, sin);
-               st.k[i].scatter_set(at, k, 2);
-               st.v[i].scatter_set(at, v, 2);
-               Tensor y = nn::ops::scaled_dot_product_attention_kv_len(
-                   q, st.k[i], st.v[i], kv_len, attn_scale(), true, l.window, spec_.attn_softcap);
+               Tensor q, k, v;  // (not a structured binding: clang before 16 cannot capture those)
+               std::tie(q, k, v) = qkv(l, h, cos, sin);
+               timed(Phase::KvCache, [&] {
+                 st.k[i].scatter_set(at, k, 2);
+                 st.v[i].scatter_set(at, v, 2);
+                 return 0;
+               });
+               Tensor y = timed(Phase::Attention, [&] {
+                 return nn::ops::scaled_dot_product_attention_kv_len(
+                     q, st.k[i], st.v[i], kv_len, attn_scale(), true, l.window, spec_.attn_softcap);
+               });
                return attn_out(l, y);
              });
   return logits_of(x).squeeze(1);
@@ -453,12 +553,18 @@ Tensor Decoder::prefill(const Tensor& ids, StaticDecode& st, size_t pos) const {
                         st.sin[set].narrow(0, pos, t).to_dtype(x.dtype()));
   x = blocks(std::move(x), tables,
              [&](size_t i, const DecoderLayer& l, const Tensor& h, const Tensor& cos, const Tensor& sin) {
-               auto [q, k, v] = qkv(l, h, cos, sin);
-               st.k[i].slice_set(k, 2, pos);
-               st.v[i].slice_set(v, 2, pos);
-               Tensor y = nn::ops::scaled_dot_product_attention(q, st.k[i].narrow(2, 0, pos + t),
-                                                                st.v[i].narrow(2, 0, pos + t), attn_scale(),
-                                                                true, l.window, spec_.attn_softcap);
+               Tensor q, k, v;  // (not a structured binding: clang before 16 cannot capture those)
+               std::tie(q, k, v) = qkv(l, h, cos, sin);
+               timed(Phase::KvCache, [&] {
+                 st.k[i].slice_set(k, 2, pos);
+                 st.v[i].slice_set(v, 2, pos);
+                 return 0;
+               });
+               Tensor y = timed(Phase::Attention, [&] {
+                 return nn::ops::scaled_dot_product_attention(q, st.k[i].narrow(2, 0, pos + t),
+                                                              st.v[i].narrow(2, 0, pos + t), attn_scale(),
+                                                              true, l.window, spec_.attn_softcap);
+               });
                return attn_out(l, y);
              });
   return logits_of(x.narrow(1, t - 1, 1)).squeeze(1);

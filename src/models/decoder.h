@@ -121,6 +121,7 @@ class Decoder {
   // Error(InvalidArgument) unless `st` was made by start_static_decode for `ids`' rows
   void check_state(const char* what, const Tensor& ids, const StaticDecode& st) const;
   Tensor embed(const Tensor& ids) const;
+  Tensor embed_ids(const Tensor& ids) const;  // embed()'s work
   double attn_scale() const;
   // a row-parallel projection's partial sums added over the ranks (the identity with one rank)
   Tensor reduce(const Tensor& partial) const {

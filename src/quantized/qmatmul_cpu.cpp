@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,17 +66,47 @@ const IsaChoice& isa_choice() {
 }
 
 // The activation quants of one call (the storage behind qmm::Acts).
-struct ActBuffer {
-  std::vector<int8_t> qs;
-  std::vector<float> d;
-  std::vector<int16_t> sums16;
-  std::vector<int32_t> sums32;
-  std::vector<float> d8;
-  std::vector<int32_t> sums8;
-  std::vector<int8_t> qs_lanes;
-  std::vector<uint8_t> qs_u8;
-  qmm::Acts acts;
+// Room for n elements, not initialised (every element a caller reads it wrote first), kept between
+// calls: a vector's resize zeroed it, serially on the calling thread, and fresh pages faulted in
+// there too: 3.4% + ~2% of a 2-thread TinyLlama prefill's main thread outside any parallel region,
+// which more threads do not shorten
+template <typename T>
+class Scratch {
+ public:
+  T* get(size_t n) {
+    if (n > cap_) {
+      p_.reset();
+      p_.reset(new T[n]);
+      cap_ = n;
+    }
+    return p_.get();
+  }
+  size_t bytes() const { return cap_ * sizeof(T); }
+
+ private:
+  std::unique_ptr<T[]> p_;
+  size_t cap_ = 0;
 };
+
+struct ActBuffer {
+  Scratch<int8_t> qs;
+  Scratch<float> d;
+  Scratch<int16_t> sums16;
+  Scratch<int32_t> sums32;
+  Scratch<float> d8;
+  Scratch<int32_t> sums8;
+  Scratch<int8_t> qs_lanes;
+  std::vector<uint8_t> qs_u8;  // (zero rows past m: assigned)
+  qmm::Acts acts;
+  size_t bytes() const {
+    return qs.bytes() + d.bytes() + sums16.bytes() + sums32.bytes() + d8.bytes() + sums8.bytes() +
+           qs_lanes.bytes() + qs_u8.capacity();
+  }
+};
+
+// The calling thread's activation buffer, reused by its next product while it holds at most
+// kActKeepBytes (a long prompt's larger ones are freed when their product ends)
+constexpr size_t kActKeepBytes = size_t{32} << 20;
 
 int8_t quant8(float v) {
   v = std::nearbyint(v);
@@ -198,69 +229,62 @@ QMM_ACT_TARGET void quantize_row_avx2(const float* x, size_t k, size_t qk, int8_
 #endif
 
 void quantize_acts(const float* x, size_t m, size_t k, size_t qk, ActBuffer& buf, bool simd) {
-  buf.qs.resize(m * k);
-  buf.d.resize(m * (k / qk));
-  buf.sums16.resize(m * (k / 16));
-  buf.sums32.resize(m * (k / 32));
+  int8_t* const qs = buf.qs.get(m * k);
+  float* const d = buf.d.get(m * (k / qk));
+  int16_t* const sums16 = buf.sums16.get(m * (k / 16));
+  int32_t* const sums32 = buf.sums32.get(m * (k / 32));
+  const size_t nb = k / qk, groups = (m + 7) / 8;
+  float* const d8 = buf.d8.get(groups * nb * 8);
+  int32_t* const sums8 = qk == 32 ? buf.sums8.get(groups * nb * 8) : nullptr;
   cpu::parallel_for(m, std::max<size_t>(1, 16384 / k), [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      int8_t* q = buf.qs.data() + i * k;
+      int8_t* q = qs + i * k;
+      bool done = false;
 #ifdef CANDLE_QMM_ACTS_AVX2
       if (simd) {
-        quantize_row_avx2(x + i * k, k, qk, q, buf.d.data() + i * (k / qk), buf.sums16.data() + i * (k / 16));
-        for (size_t s = 0; s < k / 32; ++s)
-          buf.sums32[i * (k / 32) + s] =
-              buf.sums16[i * (k / 16) + 2 * s] + buf.sums16[i * (k / 16) + 2 * s + 1];
-        continue;
+        quantize_row_avx2(x + i * k, k, qk, q, d + i * (k / qk), sums16 + i * (k / 16));
+        done = true;
       }
 #else
       (void)simd;
 #endif
-      if (qk == 32)
-        quantize_row_32(x + i * k, k, q, buf.d.data() + i * (k / 32));
-      else
-        quantize_row_256(x + i * k, k, q, buf.d.data() + i * (k / 256));
-      for (size_t s = 0; s < k / 16; ++s) {
-        int v = 0;
-        for (int l = 0; l < 16; ++l) v += q[16 * s + l];
-        buf.sums16[i * (k / 16) + s] = static_cast<int16_t>(v);
+      if (!done) {
+        if (qk == 32)
+          quantize_row_32(x + i * k, k, q, d + i * (k / 32));
+        else
+          quantize_row_256(x + i * k, k, q, d + i * (k / 256));
+        for (size_t s = 0; s < k / 16; ++s) {
+          int v = 0;
+          for (int l = 0; l < 16; ++l) v += q[16 * s + l];
+          sums16[i * (k / 16) + s] = static_cast<int16_t>(v);
+        }
       }
       for (size_t s = 0; s < k / 32; ++s)
-        buf.sums32[i * (k / 32) + s] =
-            buf.sums16[i * (k / 16) + 2 * s] + buf.sums16[i * (k / 16) + 2 * s + 1];
+        sums32[i * (k / 32) + s] = sums16[i * (k / 16) + 2 * s] + sums16[i * (k / 16) + 2 * s + 1];
+      // the scales (and 32-sums) of each group of 8 rows side by side; the last group's rows past
+      // m repeat row m - 1 (its rows are this range's when i is the group's last or m - 1)
+      const size_t g = i / 8;
+      for (size_t r = 8 * g; r < 8 * g + 8; ++r) {
+        if (std::min(r, m - 1) != i) continue;
+        for (size_t bb = 0; bb < nb; ++bb) {
+          d8[(g * nb + bb) * 8 + (r - 8 * g)] = d[i * nb + bb];
+          if (sums8) sums8[(g * nb + bb) * 8 + (r - 8 * g)] = sums32[i * nb + bb];
+        }
+      }
     }
   });
-  const size_t nb = k / qk, groups = (m + 7) / 8;
-  buf.d8.resize(groups * nb * 8);
-  buf.sums8.resize(qk == 32 ? groups * nb * 8 : 0);
-  for (size_t g = 0; g < groups; ++g)
-    for (size_t b = 0; b < nb; ++b)
-      for (size_t l = 0; l < 8; ++l) {
-        const size_t i = std::min(8 * g + l, m - 1);
-        buf.d8[(g * nb + b) * 8 + l] = buf.d[i * nb + b];
-        if (qk == 32) buf.sums8[(g * nb + b) * 8 + l] = buf.sums32[i * nb + b];
-      }
-  buf.acts = {m,
-              k,
-              qk,
-              buf.qs.data(),
-              buf.d.data(),
-              buf.sums16.data(),
-              buf.sums32.data(),
-              buf.d8.data(),
-              buf.sums8.data(),
-              nullptr};
+  buf.acts = {m, k, qk, qs, d, sums16, sums32, d8, sums8, nullptr};
 }
 
 // the quants again in an AVX-512 kernel's lane order (Acts::qs_lanes)
 void add_lanes(ActBuffer& buf, const int* offsets) {
   const size_t m = buf.acts.m, k = buf.acts.k;
-  buf.qs_lanes.resize(m * k);
+  int8_t* const lanes = buf.qs_lanes.get(m * k);
+  const int8_t* const qs = buf.acts.qs;
   cpu::parallel_for(m, std::max<size_t>(1, 65536 / k), [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i)
-      qmm::lanes_by_group(buf.qs.data() + i * k, k, offsets, buf.qs_lanes.data() + i * k);
+    for (size_t i = b; i < e; ++i) qmm::lanes_by_group(qs + i * k, k, offsets, lanes + i * k);
   });
-  buf.acts.qs_lanes = buf.qs_lanes.data();
+  buf.acts.qs_lanes = lanes;
 }
 
 // the quants + 128 as unsigned bytes, zero rows up to a multiple of 16 (Acts::qs_u8, the AMX tiles)
@@ -268,7 +292,7 @@ void add_u8(ActBuffer& buf) {
   const size_t m = buf.acts.m, k = buf.acts.k;
   buf.qs_u8.assign((m + 15) / 16 * 16 * k, 0);
   cpu::parallel_for(m, std::max<size_t>(1, 65536 / k), [&](size_t b, size_t e) {
-    for (size_t i = b * k; i < e * k; ++i) buf.qs_u8[i] = static_cast<uint8_t>(buf.qs[i] ^ 0x80);
+    for (size_t i = b * k; i < e * k; ++i) buf.qs_u8[i] = static_cast<uint8_t>(buf.acts.qs[i] ^ 0x80);
   });
   buf.acts.qs_u8 = buf.qs_u8.data();
 }
@@ -374,7 +398,11 @@ size_t split_per_thread(size_t m) {
 void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t row_bytes, size_t n, size_t k,
               const float* x, size_t m, float* y, QmmIsa isa, bool amx = false) {
   const size_t bs = ggml_block_size(t);
-  ActBuffer buf;
+  thread_local ActBuffer kept;
+  ActBuffer fresh;
+  // (a product on this thread's kept buffer, or on its own where the kept one would pass the bound)
+  const size_t want = 2 * m * k + (amx ? (m + 15) / 16 * 16 * k : 0);
+  ActBuffer& buf = kept.bytes() + want <= kActKeepBytes || want <= kept.bytes() ? kept : fresh;
   quantize_acts(x, m, k, bs == 256 ? 256 : 32, buf, isa != QmmIsa::Scalar);
   if (isa == QmmIsa::Avx512 || isa == QmmIsa::Amx)
     if (const int* o = qmm::avx512_lane_offsets(t, m)) add_lanes(buf, o);

@@ -339,6 +339,34 @@ TEST(NnOps, DropoutScalesKeptValuesAndIsSeeded) {
   EXPECT_EQ(nn::Dropout(0.5f).forward_t(x, false).to_vec1<float>(), x.to_vec1<float>());
 }
 
+// The CPU's fused silu_mul and add_rms_norm (src/cpu/unary.cpp, nn_fused.cpp) give the composed ops'
+// bits in every float dtype: operands in place (a stacked projection's halves, rows 2 f apart), a
+// transposed operand (rows that do not fold into one stride: copied or composed), f16 / bf16
+// rounding the silu and the sum to the dtype first as the composed ops do.
+TEST(NnOps, CpuFusedSiluMulAndAddRmsNormGiveTheComposedBits) {
+  Device cpu = Device::cpu();
+  cpu.set_seed(5);
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    // 300 columns: vector bodies and tails; 2 x 37 rows: several threads' chunks where rows are many
+    Tensor gu = (Tensor::randn(0.f, 3.f, {2, 37, 600}, cpu)).to_dtype(dt);
+    Tensor g = gu.narrow(2, 0, 300), u = gu.narrow(2, 300, 300);
+    auto bits = [](const Tensor& t) { return t.flatten_all().to_dtype(DType::F64).to_vec1<double>(); };
+    EXPECT_EQ(bits(nn::ops::silu_mul(g, u)), bits(g.silu() * u));
+    Tensor gt = Tensor::randn(0.f, 3.f, {300, 74}, cpu).to_dtype(dt).t();  // [74, 300], columns apart
+    Tensor ut = u.reshape({74, 300});
+    EXPECT_EQ(bits(nn::ops::silu_mul(gt, ut)), bits(gt.silu() * ut));
+    Tensor x = Tensor::randn(0.f, 2.f, {2, 37, 300}, cpu).to_dtype(dt);
+    Tensor alpha = Tensor::randn(1.f, 0.2f, {300}, cpu).to_dtype(dt);
+    for (const Tensor& h : {u, Tensor::randn(0.f, 1.f, {300, 74}, cpu).to_dtype(dt).t().reshape({2, 37, 300}),
+                            gt.reshape({2, 37, 300})}) {
+      auto [s, n] = nn::ops::add_rms_norm(x, h, alpha, 1e-5f);
+      EXPECT_EQ(bits(s), bits(x + h));
+      EXPECT_EQ(bits(n), bits(nn::ops::rms_norm(x + h, alpha, 1e-5f)));
+    }
+  }
+}
+
 TEST(NnOps, SwigluAndLeakyRelu) {
   Tensor x = Tensor::new_<float>({1.f, -2.f, 3.f, 4.f}, Device::cpu());
   // silu(1) * 3, silu(-2) * 4
@@ -347,8 +375,8 @@ TEST(NnOps, SwigluAndLeakyRelu) {
   EXPECT_THROW(nn::ops::swiglu(Tensor::ones({3}, DType::F32, Device::cpu())), Error);
 }
 
-// add_rms_norm: {x + h, rms_norm(x + h)} bit for bit on the CPU (no kernel there: the composed
-// ops), with h a strided view and x of 3 dims; under autograd the gradient of a loss on both
+// add_rms_norm: {x + h, rms_norm(x + h)} bit for bit on the CPU (its one-pass kernel against the
+// composed ops), with h a strided view and x of 3 dims; under autograd the gradient of a loss on both
 // outputs reaches x, h and alpha as the composed ops give it; mismatched shapes are an Error.
 TEST(NnOps, AddRmsNormIsTheAddThenTheNorm) {
   Device cpu = Device::cpu();

@@ -126,8 +126,12 @@ class CpuStorage final : public BackendStorage, public std::enable_shared_from_t
   StoragePtr softmax_last_dim(const Layout& l) const override;
   StoragePtr rms_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                       float eps) const override;
+  StoragePtr add_rms_norm(const Layout& l, const BackendStorage& h, const Layout& h_l,
+                          const BackendStorage& alpha, const Layout& alpha_l, float eps) const override;
   StoragePtr layer_norm(const Layout& l, const BackendStorage& alpha, const Layout& alpha_l,
                         const BackendStorage& beta, const Layout& beta_l, float eps) const override;
+  // silu(gate) * up in one pass (src/cpu/unary.cpp: the unary op's silu, so the composed ops' bits)
+  StoragePtr silu_mul(const Layout& l, const BackendStorage& up, const Layout& up_l) const override;
   StoragePtr rope(RopeKind kind, const Layout& l, const BackendStorage& cos, const Layout& cos_l,
                   const BackendStorage& sin, const Layout& sin_l) const override;
   // src/cpu/attention.cpp
