@@ -203,7 +203,10 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
   // lanes past tk zero) and, for f16 / bf16, its values in f32 ([tk][dv]), once for every query head
   // and tile that reads them (decode with 8 query heads per kv head transposed each block 8 times)
   constexpr bool kValuesInPlace = std::is_same_v<T, float>;
-  const size_t nblk = (n.tk + kKeyBlock - 1) / kKeyBlock, ldk = (nblk + 1) * kKeyBlock;
+  // (a block from an off-grid j0, a sliding window's, reaches into one block past the last; without a
+  // window the blocks start on the grid: no such block to fill, which a decode step did once per layer)
+  const size_t nblk = (n.tk + kKeyBlock - 1) / kKeyBlock;
+  const size_t ldk = (nblk + (p.sliding_window > 0 ? 1 : 0)) * kKeyBlock;
   const size_t kv_heads = n.b * n.hkv;
   const bool shared =
       (kv_heads * (n.d * ldk + (kValuesInPlace ? 0 : n.tk * n.dv))) * sizeof(float) <= shared_keys_limit();
@@ -211,14 +214,15 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
   if (shared) {
     kt_all.reset(new float[kv_heads * n.d * ldk]);
     if (!kValuesInPlace) v_all.reset(new float[kv_heads * n.tk * n.dv]);
-    const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / (kKeyBlock * (n.d + n.dv)));
+    // (~16K floats a chunk: at a decode's short contexts one chunk of 64K ran on the calling thread)
+    const size_t grain = std::max<size_t>(1, (size_t{16} << 10) / (kKeyBlock * (n.d + n.dv)));
     cpu::parallel_for(kv_heads * nblk, grain, [&](size_t u0, size_t u1) {
       for (size_t u = u0; u < u1; ++u) {
         const size_t blk = u % nblk, bk = u / nblk, bi = bk / n.hkv, kvh = bk % n.hkv;
         const size_t j0 = blk * kKeyBlock, nb = std::min(kKeyBlock, n.tk - j0);
         float* kt = kt_all.get() + bk * n.d * ldk;
         keys_transposed(k, bi, kvh, j0, nb, n.d, kt + j0, ldk);
-        // the zero lanes past tk (the last block and the one after it)
+        // the zero lanes past tk (the rest of the last block, and the block after it where there is one)
         if (blk + 1 == nblk)
           for (size_t i = 0; i < n.d; ++i) std::fill(kt + i * ldk + j0 + nb, kt + (i + 1) * ldk, 0.0f);
         if constexpr (!kValuesInPlace)
