@@ -3,10 +3,11 @@
 # llama.cpp's while its m = 1 kernels are faster on weights in the caches. The CPU, the m = 1 kernels
 # beside ggml's with the weights from DRAM (--cold-mb), the decode tiles' software prefetch
 # (CANDLE_QMM_DECODE_PREFETCH), the per-token fixed cost (a 22-layer model of tiny matrices) and
-# TinyLlama's pp512 / tg128 beside llama.cpp. Carry .devdeps-llm:
-#   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/decode_scaling_device_run.sh
+# TinyLlama's pp512 / tg128 beside llama.cpp, then the decoder's phases (CANDLE_DECODER_PROFILE=1) at
+# 4 and 16 threads. Carry .devdeps-llm; send the output to $OUT so that a timeout keeps what ran:
+#   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/decode_scaling_device_run.sh > $OUT/run.log 2>&1
 # Options (environment): KTHREADS (the kernels' thread counts), PF (prefetch distances), SCALE_THREADS,
-# TYPES (TinyLlama types), SKIP_LLM=1.
+# TYPES (TinyLlama types), SKIP_KERNELS=1, SKIP_LLM=1, PROFILE_THREADS.
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -19,9 +20,11 @@ echo "built at $((SECONDS-T0)) s"
 LIB=${CANDLE_LLAMA_LIB_DIR:-$PWD/.devdeps/ggml}
 kern() { timeout 120 $BT/bin/qmatmul_vs_ggml --lib-dir $LIB --rounds 3 --types q4_0,q4_k \
   --shapes 2048x2048,5632x2048,2048x5632 --m 1 --cold-mb 512 "$@" 2>&1 | grep -v "^repack\|^ggml_backend"; }
-for th in ${KTHREADS:-1 4 16}; do kern --threads $th; done
-for pf in ${PF:-1024 4096}; do echo "CANDLE_QMM_DECODE_PREFETCH=$pf"; CANDLE_QMM_DECODE_PREFETCH=$pf kern --threads 4 | tail -n +3; done
-echo "kernels at $((SECONDS-T0)) s"
+if [ "${SKIP_KERNELS:-0}" != 1 ]; then
+  for th in ${KTHREADS:-1 4 16}; do kern --threads $th; done
+  for pf in ${PF:-0 4096}; do echo "CANDLE_QMM_DECODE_PREFETCH=$pf"; CANDLE_QMM_DECODE_PREFETCH=$pf kern --threads 4 | tail -n +3; done
+  echo "kernels at $((SECONDS-T0)) s"
+fi
 [ "${SKIP_LLM:-0}" = 1 ] && exit 0
 M=/tmp/models; mkdir -p $M
 mk() { [ -f "$M/$1.gguf" ] || $BT/bin/candle-make-random-llama "$M/$1.gguf" "${@:2}" > /dev/null 2>&1; }
@@ -30,8 +33,16 @@ for t in ${TYPES:-q4_0}; do mk tinyllama-$t --shape tinyllama --type $t; done
 bench() { timeout 200 python3 tools/bench_llm_vs_llamacpp.py --llm-speed $BT/bin/llm_speed "$@" --reps 2 2>&1 | tail -n +2; }
 echo "model                          t        test    candle llama.cpp  ratio    MiB MiB l.c wall s wall l.c"
 bench $M/overhead-q4_0.gguf --threads 16 --pp 128 --tg 128
-for th in ${SCALE_THREADS:-4 16}; do for t in ${TYPES:-q4_0}; do bench $M/tinyllama-$t.gguf --threads $th --pp 512 --tg 128; done; done
-for pf in 0 ${PF:-1024 4096}; do
+for th in ${SCALE_THREADS:-4 16}; do for t in ${TYPES:-q4_0}; do bench $M/tinyllama-$t.gguf --threads $th --pp ${PP:-128,512} --tg 128; done; done
+for pf in ${PF:-0 4096}; do
   echo "q4_0 4 threads prefetch $pf: $(CANDLE_QMM_DECODE_PREFETCH=$pf timeout 60 $BT/bin/llm_speed $M/tinyllama-q4_0.gguf --pp 1 --tg 128 --reps 2 --threads 4 2>&1 | grep tg)"
+done
+echo "llm at $((SECONDS-T0)) s"
+# where a prompt's and a decode's time goes per thread count (the phases that do not shrink)
+for th in ${PROFILE_THREADS:-4 16}; do
+  for run in "--pp 512 --tg 0" "--pp 1 --tg 128"; do
+    echo "CANDLE_DECODER_PROFILE=1 llm_speed tinyllama-q4_0 $run --threads $th:"
+    CANDLE_DECODER_PROFILE=1 timeout 60 $BT/bin/llm_speed $M/tinyllama-q4_0.gguf $run --reps 1 --threads $th 2>&1 | grep -A14 "^BENCH\|decoder profile" | grep -v "^--"
+  done
 done
 echo "done at $((SECONDS-T0)) s"
