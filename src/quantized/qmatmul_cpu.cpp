@@ -65,7 +65,6 @@ const IsaChoice& isa_choice() {
   return choice;
 }
 
-// The activation quants of one call (the storage behind qmm::Acts).
 // Room for n elements, not initialised (every element a caller reads it wrote first), kept between
 // calls: a vector's resize zeroed it, serially on the calling thread, and fresh pages faulted in
 // there too: 3.4% + ~2% of a 2-thread TinyLlama prefill's main thread outside any parallel region,
@@ -88,6 +87,7 @@ class Scratch {
   size_t cap_ = 0;
 };
 
+// The activation quants of one call (the storage behind qmm::Acts).
 struct ActBuffer {
   Scratch<int8_t> qs;
   Scratch<float> d;
@@ -261,8 +261,8 @@ void quantize_acts(const float* x, size_t m, size_t k, size_t qk, ActBuffer& buf
       }
       for (size_t s = 0; s < k / 32; ++s)
         sums32[i * (k / 32) + s] = sums16[i * (k / 16) + 2 * s] + sums16[i * (k / 16) + 2 * s + 1];
-      // the scales (and 32-sums) of each group of 8 rows side by side; the last group's rows past
-      // m repeat row m - 1 (its rows are this range's when i is the group's last or m - 1)
+      // the scales (and 32-sums) of each group of 8 rows side by side, written by the thread of the
+      // row they copy: row r of a group holds row min(r, m - 1)'s (rows past m repeat the last)
       const size_t g = i / 8;
       for (size_t r = 8 * g; r < 8 * g + 8; ++r) {
         if (std::min(r, m - 1) != i) continue;
