@@ -7,7 +7,7 @@
 # 4 and 16 threads. Carry .devdeps-llm; send the output to $OUT so that a timeout keeps what ran:
 #   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/decode_scaling_device_run.sh > $OUT/run.log 2>&1
 # Options (environment): KTHREADS (the kernels' thread counts), PF (prefetch distances), SCALE_THREADS,
-# TYPES (TinyLlama types), SKIP_KERNELS=1, SKIP_LLM=1, PROFILE_THREADS.
+# TYPES (TinyLlama types), SKIP_KERNELS=1, COLD7B=1, SKIP_LLM=1, PROFILE_THREADS.
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -24,6 +24,17 @@ if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   for th in ${KTHREADS:-1 4 16}; do kern --threads $th; done
   for pf in ${PF:-0 4096}; do echo "CANDLE_QMM_DECODE_PREFETCH=$pf"; CANDLE_QMM_DECODE_PREFETCH=$pf kern --threads 4 | tail -n +3; done
   echo "kernels at $((SECONDS-T0)) s"
+fi
+# issue 14's m = 1 cells on LLaMA-7B's shapes with the weights from DRAM (a decode's case), beside
+# ggml's CPU_REPACK and its AMX buffer type (what llama.cpp's loader takes on an AMX CPU)
+if [ "${COLD7B:-0}" = 1 ]; then
+  # (CPU_REPACK has layouts for Q4_0 / Q4_K only; AMX for all five, as tools/amx_device_run.sh's KERN7B)
+  for spec in "CPU_REPACK q4_0,q4_K" "AMX q4_0,q8_0,q4_K,q6_K,iq4_xs"; do
+    set -- $spec
+    timeout 200 $BT/bin/qmatmul_vs_ggml --lib-dir $LIB --threads 16 --rounds 3 --types q4_0,q8_0,q4_k,q6_k,iq4_xs \
+      --m 1 --cold-mb 1024 --ggml-buft $1 --ggml-repack $2 2>&1 | grep -v "^repack\|^ggml_backend"
+  done
+  echo "cold 7B at $((SECONDS-T0)) s"
 fi
 [ "${SKIP_LLM:-0}" = 1 ] && exit 0
 M=/tmp/models; mkdir -p $M
