@@ -43,9 +43,6 @@ bool same_dtype(DType dt, std::initializer_list<const BackendStorage*> others) {
   return true;
 }
 
-// Rows per parallel chunk (cpu::row_op_grain).
-size_t row_grain(size_t dim) { return cpu::row_op_grain(dim); }
-
 template <typename C>
 C exp_c(C x) {
   if constexpr (std::is_same_v<C, float>)
@@ -107,7 +104,7 @@ StoragePtr softmax_impl(const T* src, const Shape& shape) {
   size_t rows = dim ? shape.elem_count() / dim : 0;
   std::shared_ptr<CpuStorage> out = CpuStorage::alloc(dtype_of<T>, shape.elem_count());
   T* dst = out->data<T>();
-  cpu::parallel_for(rows, row_grain(dim), [&](size_t r0, size_t r1) {
+  cpu::parallel_for(rows, cpu::row_op_grain(dim), [&](size_t r0, size_t r1) {
     std::vector<C> in_buf(dim), out_buf(dim);
     for (size_t r = r0; r < r1; ++r) {
       const C* xr = load_row<T, C>(src + r * dim, dim, in_buf);
@@ -151,7 +148,7 @@ StoragePtr norm_impl(const T* src, const Shape& shape, const T* ap, const T* bp,
   T* dst = out->data<T>();
   C n = static_cast<C>(dim);
   C e = static_cast<C>(eps);
-  cpu::parallel_for(rows, row_grain(dim), [&](size_t r0, size_t r1) {
+  cpu::parallel_for(rows, cpu::row_op_grain(dim), [&](size_t r0, size_t r1) {
     std::vector<C> in_buf(dim), out_buf(dim);
     for (size_t r = r0; r < r1; ++r) {
       const C* xr = load_row<T, C>(src + r * dim, dim, in_buf);
@@ -175,7 +172,7 @@ StoragePtr add_rms_norm_impl(const T* x, size_t xs, const T* h, size_t hs, size_
   T* sum = out->data<T>();
   T* normed = sum + rows * dim;
   const C n = static_cast<C>(dim), e = static_cast<C>(eps);
-  cpu::parallel_for(rows, row_grain(dim), [&](size_t r0, size_t r1) {
+  cpu::parallel_for(rows, cpu::row_op_grain(dim), [&](size_t r0, size_t r1) {
     std::vector<C> in_buf(dim), out_buf(dim);
     for (size_t r = r0; r < r1; ++r) {
       const T* xr = x + r * xs;
@@ -207,7 +204,7 @@ StoragePtr rope_impl(const T* src, const Shape& shape, const T* cp, const T* sp,
   std::shared_ptr<CpuStorage> out = CpuStorage::alloc(dtype_of<T>, shape.elem_count());
   T* dst = out->data<T>();
   size_t rows = b * h * t;
-  cpu::parallel_for(rows, row_grain(d), [&](size_t r0, size_t r1) {
+  cpu::parallel_for(rows, cpu::row_op_grain(d), [&](size_t r0, size_t r1) {
     for (size_t r = r0; r < r1; ++r) {
       // row r = ((bi * d1) + i1) * d2 + i2
       size_t i2 = r % d2, i1 = (r / d2) % d1, bi = r / (d1 * d2);

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <type_traits>
 
 #include "candle/graph.h"
 #include "candle/nn/attention.h"
@@ -59,7 +58,7 @@ PhaseTotals& phase_totals() {
   return t;
 }
 
-// f(), its wall time added to phase p's where profiling
+// f() (of any result, void too), its wall time added to phase p's where profiling
 template <typename F>
 auto timed(Phase p, F&& f) {
   if (!profiling()) return f();
@@ -370,7 +369,6 @@ Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& t
     timed(Phase::Norms, [&] {
       if (l.post_attn_norm) h = nn::ops::rms_norm(h, *l.post_attn_norm, eps);
       std::tie(x, h) = nn::ops::add_rms_norm(x, h, l.ffn_norm, eps);
-      return 0;
     });
     if (l.moe) {
       h = l.moe->forward(h, spec_.gelu_mlp);
@@ -386,7 +384,6 @@ Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& t
           g = l.gate->forward(h);
           u = l.up->forward(h);
         }
-        return 0;
       });
       Tensor a = timed(Phase::Act, [&] { return spec_.gelu_mlp ? g.gelu() * u : nn::ops::silu_mul(g, u); });
       h = timed(Phase::Down, [&] { return l.down->forward(a); });
@@ -399,7 +396,6 @@ Tensor Decoder::blocks(Tensor x, const std::vector<std::pair<Tensor, Tensor>>& t
       } else {
         x = x + h;
       }
-      return 0;
     });
   }
   return x;
@@ -526,7 +522,6 @@ Tensor Decoder::decode_step(const Tensor& ids, StaticDecode& st) const {
                timed(Phase::KvCache, [&] {
                  st.k[i].scatter_set(at, k, 2);
                  st.v[i].scatter_set(at, v, 2);
-                 return 0;
                });
                Tensor y = timed(Phase::Attention, [&] {
                  return nn::ops::scaled_dot_product_attention_kv_len(
@@ -558,7 +553,6 @@ Tensor Decoder::prefill(const Tensor& ids, StaticDecode& st, size_t pos) const {
                timed(Phase::KvCache, [&] {
                  st.k[i].slice_set(k, 2, pos);
                  st.v[i].slice_set(v, 2, pos);
-                 return 0;
                });
                Tensor y = timed(Phase::Attention, [&] {
                  return nn::ops::scaled_dot_product_attention(q, st.k[i].narrow(2, 0, pos + t),

@@ -359,8 +359,6 @@ QmmIsa qmm_isa() {
   return c.isa;
 }
 
-namespace {}  // namespace
-
 namespace qmm {
 size_t qmm_decode_prefetch_bytes() {
   static const size_t bytes = [] {
