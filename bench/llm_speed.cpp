@@ -11,6 +11,9 @@
 // (--decode cache only).
 // --tp N: tensor-parallel over N ranks (models::load_causal_lm_parallel: N CUDA GPUs from --device's
 // on, or N CPU ranks), with --decode cache.
+// --host-profile 1 (--decode static / graph): where the host's time of a timed decode step goes, per
+// token: writing the step's id and position, launching the step (the graph's replay) and waiting for
+// its logits (a GPU idle while the host launches shows as launch time beside a short wait).
 // prints one line per test:  BENCH test=pp512 t=512 tok_per_s=MEAN std=STD
 #include <sys/resource.h>
 
@@ -52,7 +55,8 @@ void report(const std::string& test, size_t n, const std::vector<double>& secs) 
 int usage() {
   std::fprintf(stderr,
                "usage: llm_speed MODEL [--pp N] [--tg N] [--reps N] [--threads N] [--device NAME] "
-               "[--dtype f32|f16|bf16] [--seed S] [--decode cache|static|graph] [--tp N] [--depth D]\n");
+               "[--dtype f32|f16|bf16] [--seed S] [--decode cache|static|graph] [--tp N] [--depth D] "
+               "[--host-profile 0|1]\n");
   return 2;
 }
 
@@ -61,7 +65,7 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   std::string model_path = argv[1], device_name = "cpu", dtype_name = "f32", decode = "cache";
-  long pp = 512, tg = 128, reps = 3, threads = 0, seed = 0, tp = 1, depth = 0;
+  long pp = 512, tg = 128, reps = 3, threads = 0, seed = 0, tp = 1, depth = 0, host_profile = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage();
@@ -86,6 +90,8 @@ int main(int argc, char** argv) {
       seed = std::atol(v);
     else if (a == "--tp")
       tp = std::atol(v);
+    else if (a == "--host-profile")
+      host_profile = std::atol(v);
     else
       return usage();
   }
@@ -132,6 +138,9 @@ int main(int argc, char** argv) {
     std::optional<candle::models::StaticDecode> st;
     Tensor step_ids, step_logits;
     std::optional<candle::Graph> graph;
+    // --host-profile: seconds spent writing inputs, launching and waiting, over `profiled` steps
+    double host_inputs = 0, host_launch = 0, host_wait = 0;
+    size_t profiled = 0;
     auto set_u32 = [&](const Tensor& t, uint32_t v) {
       t.slice_set(Tensor::from_vec(std::vector<uint32_t>{v}, {1}, device).reshape(t.shape()), 0, 0);
     };
@@ -141,16 +150,25 @@ int main(int argc, char** argv) {
                                         std::min<size_t>(model->max_seq_len(), static_cast<size_t>(tg) + 16));
         step_ids = Tensor::from_vec(std::vector<uint32_t>{0}, {1, 1}, device);
       }
+      const auto t0 = Clock::now();
       set_u32(step_ids, id);
       set_u32(st->pos, static_cast<uint32_t>(pos));
-      if (decode == "static") return model->decode_step(step_ids, *st);
-      if (!device.records_graphs())
-        throw candle::Error(candle::ErrorKind::UnsupportedOp,
-                            "llm_speed: --decode graph needs a device that records graphs (CUDA)");
-      if (!graph)
-        graph = candle::Graph::capture(device, [&] { step_logits = model->decode_step(step_ids, *st); });
-      graph->replay();
-      return step_logits;
+      const auto t1 = Clock::now();
+      Tensor logits;
+      if (decode == "static") {
+        logits = model->decode_step(step_ids, *st);
+      } else {
+        if (!device.records_graphs())
+          throw candle::Error(candle::ErrorKind::UnsupportedOp,
+                              "llm_speed: --decode graph needs a device that records graphs (CUDA)");
+        if (!graph)
+          graph = candle::Graph::capture(device, [&] { step_logits = model->decode_step(step_ids, *st); });
+        graph->replay();
+        logits = step_logits;
+      }
+      host_inputs += std::chrono::duration<double>(t1 - t0).count();
+      host_launch += seconds_since(t1);
+      return logits;
     };
     auto tg_once = [&](size_t n) {
       fill();
@@ -159,8 +177,13 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < n; ++i) {
         if (decode == "cache")
           sync(model->forward(Tensor::from_vec(std::vector<uint32_t>{ids[i]}, {1, 1}, device), d0 + i));
-        else
-          sync(static_step(ids[i], i));
+        else {
+          const Tensor logits = static_step(ids[i], i);
+          const auto tw = Clock::now();
+          sync(logits);
+          host_wait += seconds_since(tw);
+          ++profiled;
+        }
       }
       return seconds_since(t0);
     };
@@ -175,10 +198,27 @@ int main(int argc, char** argv) {
     if (tg > 0) {
       const size_t n = static_cast<size_t>(tg);
       tg_once(std::min<size_t>(n, 16));
+      host_inputs = host_launch = host_wait = 0;
+      profiled = 0;
       std::vector<double> secs;
       for (long r = 0; r < reps; ++r) secs.push_back(tg_once(n));
       report("tg" + std::to_string(n) + suffix, n, secs);
       if (graph) std::fprintf(stderr, "llm_speed: the decode graph holds %zu nodes\n", graph->nodes());
+      if (host_profile && graph) {
+        // the recorded step replayed back to back (same inputs): the GPU's time a step with no host
+        // round trip between steps
+        constexpr int kQueued = 32;
+        const auto tq = Clock::now();
+        for (int r = 0; r < kQueued; ++r) graph->replay();
+        sync(step_logits);
+        std::fprintf(stderr, "llm_speed: %d steps queued back to back: %.1f us a step\n", kQueued,
+                     seconds_since(tq) * 1e6 / kQueued);
+      }
+      if (host_profile && profiled > 0) {
+        const double us = 1e6 / static_cast<double>(profiled);
+        std::fprintf(stderr, "llm_speed: host time a token: inputs %.1f us, launch %.1f us, wait %.1f us\n",
+                     host_inputs * us, host_launch * us, host_wait * us);
+      }
     }
     // ops that left the device (a GPU backend without a kernel for them): each is a CPU round-trip
     for (const auto& [op, n] : candle::backend_stats())

@@ -2,6 +2,7 @@
 // blocks the recorded run allocates are tagged with the graph's pool (context.h) and held by it.
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -87,6 +88,22 @@ bool programmatic_launch_on(int ordinal) {
          major >= 9;
 }
 
+// CANDLE_CUDA_GRAPH_STATS=1: the recorded graph's nodes by type on stderr (a measurement aid: what
+// besides kernels a replay runs)
+void print_node_types(cudaGraph_t graph, size_t n, size_t programmatic) {
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (cudaGraphGetNodes(graph, nodes.data(), &n) != cudaSuccess) return;
+  std::unordered_map<int, size_t> by_type;
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType t{};
+    if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess) ++by_type[static_cast<int>(t)];
+  }
+  std::fprintf(stderr, "cuda graph: %zu nodes, %zu programmatic edges; by cudaGraphNodeType:", n,
+               programmatic);
+  for (const auto& [t, c] : by_type) std::fprintf(stderr, " %d: %zu", t, c);
+  std::fprintf(stderr, "\n");
+}
+
 }  // namespace
 
 Graph Graph::capture(const Device& dev, const std::function<void()>& work) {
@@ -117,6 +134,10 @@ Graph Graph::capture(const Device& dev, const std::function<void()>& work) {
   cuda_backend::check(cudaGraphGetNodes(impl->graph, nullptr, &impl->nodes), "cudaGraphGetNodes");
   if (programmatic_launch_on(ctx.ordinal())) impl->programmatic = make_programmatic(impl->graph);
   cuda_backend::check(cudaGraphInstantiate(&impl->exec, impl->graph, 0), "cudaGraphInstantiate");
+  // (the first replay would upload it: done here, so that it is not timed as a step)
+  cuda_backend::check(cudaGraphUpload(impl->exec, ctx.stream()), "cudaGraphUpload");
+  if (const char* e = std::getenv("CANDLE_CUDA_GRAPH_STATS"); e && e[0] == '1')
+    print_node_types(impl->graph, impl->nodes, impl->programmatic);
   Graph out;
   out.impl_ = std::move(impl);
   return out;
