@@ -106,6 +106,17 @@ bool stack_projections(const Device& dev) {
   return !dev.memory().shared_with_system;
 }
 
+// Where they are not stacked: q|k|v and gate|up of block types of one block size as a QMatMul::group
+// (the weights stay where they are; one quantization of the input and one pass over the threads each).
+// CANDLE_GROUP_PROJECTIONS=0 keeps them apart (a benchmark's switch).
+bool group_projections() {
+  static const bool on = [] {
+    const char* e = std::getenv("CANDLE_GROUP_PROJECTIONS");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
 // The prompt positions one forward() with a KV cache runs at once (CANDLE_PREFILL_CHUNK, 0: all):
 // by default 256 where the activations live in the machine's memory (a 512-token prompt then holds
 // half the activations: TinyLlama Q8_0's peak resident memory at pp512 1259 -> 1203 MiB, the same
@@ -135,6 +146,23 @@ Tensor Proj::forward(const Tensor& x) const {
   const auto& q = std::get<quantized::QMatMul>(w);
   Tensor y = q.forward(x);
   return bias ? y.broadcast_add(*bias) : y;
+}
+
+std::optional<Proj> Proj::group(const std::vector<const Proj*>& parts) {
+  std::vector<quantized::QMatMul> qs;
+  std::vector<Tensor> biases;
+  for (const Proj* p : parts) {
+    const auto* q = std::get_if<quantized::QMatMul>(&p->w);
+    if (!q || !q->qtensor() || !quantized::ggml_is_quantized(q->dtype())) return std::nullopt;
+    if (!qs.empty() && quantized::ggml_block_size(q->dtype()) != quantized::ggml_block_size(qs[0].dtype()))
+      return std::nullopt;
+    qs.push_back(*q);
+    if (p->bias) biases.push_back(*p->bias);
+  }
+  if (!biases.empty() && biases.size() != parts.size()) return std::nullopt;
+  std::optional<Tensor> bias;
+  if (!biases.empty()) bias = Tensor::cat(biases, 0);
+  return Proj{quantized::QMatMul::group(std::move(qs)), bias};
 }
 
 std::optional<Proj> Proj::stack(const std::vector<const Proj*>& parts) {
@@ -259,11 +287,15 @@ Decoder::Decoder(DecoderSpec spec, std::variant<Tensor, quantized::QTensor> embe
   for (const auto& l : layers_)
     if (l.rope_set >= spec_.inv_freqs.size())
       throw Error(ErrorKind::Internal, "decoder: a layer's rope set does not exist");
-  if (!stack_projections(dev_)) return;
+  const bool stack = stack_projections(dev_);
+  if (!stack && !group_projections()) return;
+  auto join = [&](const std::vector<const Proj*>& parts) {
+    return stack ? Proj::stack(parts) : Proj::group(parts);
+  };
   const Proj empty{nn::Linear(Tensor(), std::nullopt), std::nullopt};
   for (auto& l : layers_) {
-    if (!l.qkv && (l.qkv = Proj::stack({&l.q, &l.k, &l.v}))) l.q = l.k = l.v = empty;
-    if (l.gate && l.up && !l.gate_up && (l.gate_up = Proj::stack({&*l.gate, &*l.up}))) l.gate = l.up = empty;
+    if (!l.qkv && (l.qkv = join({&l.q, &l.k, &l.v}))) l.q = l.k = l.v = empty;
+    if (l.gate && l.up && !l.gate_up && (l.gate_up = join({&*l.gate, &*l.up}))) l.gate = l.up = empty;
   }
 }
 

@@ -27,6 +27,10 @@ struct Proj {
   // the projections stacked by output rows, or nothing where they do not stack (different weight
   // types or kinds, some with a bias and some without)
   static std::optional<Proj> stack(const std::vector<const Proj*>& parts);
+  // the same product without a stacked copy: quantized weights of block types of one block size as a
+  // QMatMul::group, or nothing (other kinds, blocks of 32 beside blocks of 256, some with a bias and
+  // some without)
+  static std::optional<Proj> group(const std::vector<const Proj*>& parts);
 };
 
 // A sparse mixture-of-experts MLP (mixtral, qwen3_moe): a router picks top_k of the experts per
@@ -52,7 +56,8 @@ struct DecoderLayer {
   std::optional<MoeMlp> moe;  // instead of gate / up / down
   // Off the CPU, where projections of one input stack (same weight type): q|k|v and gate|up as one
   // matmul each (one launch and one activation quantization instead of three or two); the parts
-  // are then emptied. The CPU keeps them apart (its weights stay memory-mapped).
+  // are then emptied. On the CPU (whose weights stay memory-mapped or packed where they are)
+  // quantized ones of one block size are grouped instead (Proj::group: no copy).
   std::optional<Proj> qkv, gate_up;
 };
 

@@ -22,38 +22,39 @@ namespace candle::quantized {
 
 namespace {
 
-// the matmul as candle's QTensor custom op: the input (..., k) f32, the result (..., n) f32
+// The matmul as candle's QTensor custom op: the input (..., k) f32, the result (..., n) f32, n the
+// parts' rows added up (QMatMul::group's outputs side by side, from one quantization of the input:
+// qmatmul_cpu_parts; a float weight is one part, qmatmul_cpu reads it)
 class QMatMulOp final : public CustomOp1 {
  public:
-  QMatMulOp(const QTensor& w, const uint8_t* packed) : w_(w), packed_(packed) {}
+  QMatMulOp(size_t k, std::vector<QmmPart> parts) : k_(k), parts_(std::move(parts)) {}
   std::string name() const override { return "qmatmul"; }
   CpuOpResult cpu_fwd(const CpuStorage& s, const Layout& l) const override {
-    const auto& wd = w_.shape().dims();
-    size_t n = wd[0], k = wd[1];
     const auto& xd = l.shape().dims();
-    if (xd.empty() || xd.back() != k)
+    if (xd.empty() || xd.back() != k_)
       throw Error(ErrorKind::ShapeMismatch,
                   "qmatmul: the input's last dim is " +
                       (xd.empty() ? std::string("missing") : std::to_string(xd.back())) + ", the weight's " +
-                      std::to_string(k));
+                      std::to_string(k_));
     if (s.dtype() != DType::F32 || !l.is_contiguous())
       throw Error(ErrorKind::Internal, "qmatmul: the input must be contiguous f32 here");
-    size_t m = l.shape().elem_count() / k;
+    size_t n = 0;
+    for (const QmmPart& p : parts_) n += p.n;
+    const size_t m = l.shape().elem_count() / k_;
     auto out = CpuStorage::alloc(DType::F32, m * n);
-    if (packed_)
-      qmatmul_cpu_packed(w_.dtype(), packed_, n, k, s.data<float>() + l.start_offset(), m, out->data<float>(),
-                         qmm_isa());
+    const float* x = s.data<float>() + l.start_offset();
+    if (parts_.size() == 1 && !ggml_is_quantized(parts_[0].t))
+      qmatmul_cpu(parts_[0].t, parts_[0].w, n, k_, x, m, out->data<float>());
     else
-      qmatmul_cpu(w_.dtype(), w_.data().data(), n, k, s.data<float>() + l.start_offset(), m,
-                  out->data<float>());
+      qmatmul_cpu_parts(parts_.data(), parts_.size(), k_, x, m, out->data<float>(), qmm_isa());
     std::vector<size_t> od(xd.begin(), xd.end() - 1);  // (xd is not empty: checked above)
     od.push_back(n);
     return {out, Shape(od)};
   }
 
  private:
-  const QTensor& w_;
-  const uint8_t* packed_;
+  size_t k_;
+  std::vector<QmmPart> parts_;
 };
 
 }  // namespace
@@ -152,6 +153,35 @@ QMatMul QMatMul::from_arc_repacked(std::shared_ptr<const QTensor> w,
   return q;
 }
 
+QMatMul QMatMul::group(std::vector<QMatMul> parts) {
+  if (parts.empty()) throw Error(ErrorKind::ShapeMismatch, "QMatMul::group: no parts");
+  size_t k = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const QMatMul& p = parts[i];
+    if (p.parts_) throw Error(ErrorKind::InvalidArgument, "QMatMul::group: a part is itself a group");
+    const QTensor* t = p.qtensor();
+    const size_t pk = t ? t->shape().dims()[1] : p.weight().dim(1);
+    if (i > 0 && pk != k)
+      throw Error(ErrorKind::ShapeMismatch, "QMatMul::group: part " + std::to_string(i) + " takes " +
+                                                std::to_string(pk) + " inputs, part 0 " + std::to_string(k));
+    k = pk;
+  }
+  QMatMul q;
+  q.w_ = Tensor();
+  q.parts_ = std::make_shared<const std::vector<QMatMul>>(std::move(parts));
+  return q;
+}
+
+const std::vector<QMatMul>& QMatMul::parts() const {
+  static const std::vector<QMatMul> none;
+  return parts_ ? *parts_ : none;
+}
+
+bool QMatMul::is_quantized() const {
+  if (!parts_) return std::holds_alternative<std::shared_ptr<const QTensor>>(w_);
+  return std::all_of(parts_->begin(), parts_->end(), [](const QMatMul& p) { return p.is_quantized(); });
+}
+
 const QTensor* QMatMul::qtensor() const {
   const auto* q = std::get_if<std::shared_ptr<const QTensor>>(&w_);
   return q ? q->get() : nullptr;
@@ -163,6 +193,12 @@ Tensor QMatMul::weight() const {
 }
 
 GgmlDType QMatMul::dtype() const {
+  if (parts_) {
+    const GgmlDType t = parts_->front().dtype();
+    for (const QMatMul& p : *parts_)
+      if (p.dtype() != t) return GgmlDType::F32;
+    return t;
+  }
   if (const auto* q = std::get_if<std::shared_ptr<const QTensor>>(&w_)) return (*q)->dtype();
   return GgmlDType::F32;
 }
@@ -196,6 +232,7 @@ Tensor device_qmatmul(const QTensor& w, const Tensor& x) {
 }  // namespace
 
 Tensor QMatMul::forward(const Tensor& x) const {
+  if (parts_) return forward_group(x);
   if (const auto* t = std::get_if<Tensor>(&w_)) return x.broadcast_matmul(t->to_dtype(x.dtype()).t());
   const QTensor& w = **std::get_if<std::shared_ptr<const QTensor>>(&w_);
   if (!x.device().same_device(w.device()))
@@ -210,7 +247,36 @@ Tensor QMatMul::forward(const Tensor& x) const {
     return x.broadcast_matmul(w.dequantize(x.device()).to_dtype(x.dtype()).t());
   }
   Tensor xf = x.to_dtype(DType::F32).contiguous();
-  Tensor y = xf.apply_op1_no_bwd(QMatMulOp(w, packed_.get()));
+  const uint8_t* bytes = packed_ ? packed_.get() : w.data().data();
+  Tensor y = xf.apply_op1_no_bwd(
+      QMatMulOp(w.shape().dims()[1], {QmmPart{w.dtype(), bytes, w.shape().dims()[0], packed_ != nullptr}}));
+  return x.dtype() == DType::F32 ? y : y.to_dtype(x.dtype());
+}
+
+Tensor QMatMul::forward_group(const Tensor& x) const {
+  const std::vector<QMatMul>& ps = *parts_;
+  // one pass on the CPU: every part a QTensor of a block type in host memory (or its packed copy),
+  // the types of one block size (one quantization of x serves them all)
+  bool one_pass = x.device().is_cpu();
+  std::vector<QmmPart> cpu_parts;
+  for (const QMatMul& p : ps) {
+    const QTensor* w = p.qtensor();
+    if (!one_pass || !w || !ggml_is_quantized(w->dtype()) || !w->device().is_cpu() ||
+        (!p.packed_ && w->data().empty()) || ggml_block_size(w->dtype()) != ggml_block_size(ps[0].dtype())) {
+      one_pass = false;
+      break;
+    }
+    const uint8_t* bytes = p.packed_ ? p.packed_.get() : w->data().data();
+    cpu_parts.push_back(QmmPart{w->dtype(), bytes, w->shape().dims()[0], p.packed_ != nullptr});
+  }
+  if (!one_pass) {
+    std::vector<Tensor> ys;
+    ys.reserve(ps.size());
+    for (const QMatMul& p : ps) ys.push_back(p.forward(x));
+    return Tensor::cat(ys, ys[0].rank() - 1);
+  }
+  Tensor xf = x.to_dtype(DType::F32).contiguous();
+  Tensor y = xf.apply_op1_no_bwd(QMatMulOp(ps[0].qtensor()->shape().dims()[1], std::move(cpu_parts)));
   return x.dtype() == DType::F32 ? y : y.to_dtype(x.dtype());
 }
 

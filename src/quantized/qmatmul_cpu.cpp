@@ -390,40 +390,76 @@ size_t split_per_thread(size_t m) {
   return m == 1 ? decode : 4;
 }
 
-// The activations quantized, then fn over every weight row on the threads.
-// row_bytes: the bytes of one weight row (a packed group of 16 rows is 16 times that); amx: fn is an
-// AMX kernel (it reads Acts::qs_u8 where m >= kAmxMinRows)
-void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t row_bytes, size_t n, size_t k,
-              const float* x, size_t m, float* y, QmmIsa isa, bool amx = false) {
-  const size_t bs = ggml_block_size(t);
+// One weight of a product: fn over its n rows of row_bytes (a packed group of 16 rows is 16 times
+// that), its outputs at column col of y.
+struct RowsPart {
+  qmm::KernelFn fn;
+  const uint8_t* w;
+  size_t row_bytes, n, col;
+  GgmlDType t;
+};
+
+// The activations quantized once, then every part's rows on the threads, y m rows of ldy. The
+// parts' types have one block size (one activation form: blocks of 32 or of 256, plus the lane
+// order of a kernel that reads one); amx: a part's fn is an AMX kernel (it reads Acts::qs_u8 where
+// m >= kAmxMinRows)
+void run_rows(const std::vector<RowsPart>& parts, size_t k, const float* x, size_t m, float* y, size_t ldy,
+              QmmIsa isa, bool amx = false) {
+  const size_t bs = ggml_block_size(parts[0].t);
   thread_local ActBuffer kept;
   ActBuffer fresh;
   // (a product on this thread's kept buffer, or on its own where the kept one would pass the bound)
   const size_t want = 2 * m * k + (amx ? (m + 15) / 16 * 16 * k : 0);
   ActBuffer& buf = kept.bytes() + want <= kActKeepBytes || want <= kept.bytes() ? kept : fresh;
   quantize_acts(x, m, k, bs == 256 ? 256 : 32, buf, isa != QmmIsa::Scalar);
-  if (isa == QmmIsa::Avx512 || isa == QmmIsa::Amx)
-    if (const int* o = qmm::avx512_lane_offsets(t, m)) add_lanes(buf, o);
+  if (isa == QmmIsa::Avx512 || isa == QmmIsa::Amx) {
+    const int* lanes = nullptr;
+    for (const RowsPart& p : parts) {
+      const int* o = qmm::avx512_lane_offsets(p.t, m);
+      if (o && lanes && o != lanes)
+        throw Error(ErrorKind::Internal, "qmatmul: the parts' kernels read the inputs in two lane orders");
+      if (o) lanes = o;
+    }
+    if (lanes) add_lanes(buf, lanes);
+  }
   if (amx && m >= qmm::kAmxMinRows) add_u8(buf);
-  const auto* wb = static_cast<const uint8_t*>(w);
   // chunks of weights taken by the threads as they free up (every output is one kernel call's, so
   // the bits do not depend on who computes it): about 512 KiB for a decode (long runs of tiles, each
   // prefetching the next: 32 KiB chunks left the rows' streams to the hardware prefetchers and
   // read 20-30 GB/s instead of 40-50 on 2 Zen 4 cores), the kernels' slab for
   // m > 1 (192 KiB: each slab passes over every activation row); at least one row unit, and at
-  // most a quarter of a thread's share, so that every thread has work on narrow matrices (k / v)
-  const size_t unit_bytes = kRowUnit * row_bytes, units = (n + kRowUnit - 1) / kRowUnit;
+  // most a quarter of a thread's share, so that every thread has work on narrow matrices (k / v).
+  // The parts' units follow each other (a unit never spans two parts).
+  std::vector<size_t> first(parts.size() + 1, 0);
+  size_t bytes = 0;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    first[p + 1] = first[p] + (parts[p].n + kRowUnit - 1) / kRowUnit;
+    bytes += parts[p].row_bytes * parts[p].n;
+  }
+  const size_t units = first.back(), unit_bytes = kRowUnit * parts[0].row_bytes;
   const size_t chunk_bytes = m == 1 ? size_t{512} << 10 : size_t{192} << 10;
   const size_t per_thread = units / (split_per_thread(m) * std::max<size_t>(1, get_num_threads()));
   const size_t grain = std::max<size_t>(1, std::min(chunk_bytes / unit_bytes, per_thread));
   auto rows = [&](size_t b, size_t e) {
-    fn(wb, row_bytes, b * kRowUnit, std::min(n, e * kRowUnit), buf.acts, y, n);
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const size_t lo = std::max(b, first[p]), hi = std::min(e, first[p + 1]);
+      if (lo >= hi) continue;
+      const RowsPart& r = parts[p];
+      r.fn(r.w, r.row_bytes, (lo - first[p]) * kRowUnit, std::min(r.n, (hi - first[p]) * kRowUnit), buf.acts,
+           y + r.col, ldy);
+    }
   };
   // below ~64 KiB of weights x activation rows, waking the other threads costs more than the work
-  if (row_bytes * n * m < (size_t{64} << 10))
+  if (bytes * m < (size_t{64} << 10))
     rows(0, units);
   else
     cpu::parallel_for_dynamic(units, grain, rows);
+}
+
+// run_rows over one weight of n rows (y of n columns)
+void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t row_bytes, size_t n, size_t k,
+              const float* x, size_t m, float* y, QmmIsa isa, bool amx = false) {
+  run_rows({RowsPart{fn, static_cast<const uint8_t*>(w), row_bytes, n, 0, t}}, k, x, m, y, n, isa, amx);
 }
 
 }  // namespace
@@ -480,6 +516,48 @@ void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, con
   if (m == 0) return;
   run_rows(packed_kernel_for(t, isa), t, packed, qmm_packed_row_bytes(t, k), n, k, x, m, y, isa,
            isa == QmmIsa::Amx && qmm::amx_packed_kernel(t));
+}
+
+void qmatmul_cpu_parts(const QmmPart* parts, size_t count, size_t k, const float* x, size_t m, float* y,
+                       QmmIsa isa) {
+  if (!qmm_isa_supported(isa))
+    throw Error(ErrorKind::InvalidArgument, std::string("qmatmul: this CPU lacks ") + qmm_isa_name(isa));
+  if (count == 0) return;
+  std::vector<RowsPart> rows;
+  size_t cols = 0;
+  bool amx = false;
+  const size_t qk = ggml_block_size(parts[0].t);
+  for (size_t p = 0; p < count; ++p) {
+    const QmmPart& q = parts[p];
+    const std::string name(ggml_dtype_name(q.t));
+    qmm::KernelFn plain = kernel_for(q.t, isa);
+    if (q.t == GgmlDType::F32 || q.t == GgmlDType::F16 || q.t == GgmlDType::BF16 || !plain)
+      throw Error(ErrorKind::UnsupportedOp,
+                  "qmatmul: " + name + " is not a block type of the quantized matmul");
+    if (ggml_block_size(q.t) != qk)
+      throw Error(ErrorKind::InvalidArgument, "qmatmul: parts of blocks of " + std::to_string(qk) +
+                                                  " and of " + std::to_string(ggml_block_size(q.t)) +
+                                                  " take differently quantized inputs");
+    if (k % qk != 0)
+      throw Error(ErrorKind::InvalidArgument, "qmatmul: k = " + std::to_string(k) + " is not a multiple of " +
+                                                  name + "'s block size " + std::to_string(qk));
+    if (q.packed && !qmm_packable(q.t, q.n, k, isa))
+      throw Error(ErrorKind::InvalidArgument, "qmatmul: no packed " + std::string(qmm_isa_name(isa)) +
+                                                  " kernel for " + name + " " + std::to_string(q.n) + " x " +
+                                                  std::to_string(k));
+    if (q.n > 0)
+      rows.push_back(
+          RowsPart{q.packed ? packed_kernel_for(q.t, isa) : plain, static_cast<const uint8_t*>(q.w),
+                   q.packed ? qmm_packed_row_bytes(q.t, k) : ggml_row_bytes(q.t, k), q.n, cols, q.t});
+    amx = amx || (q.packed && isa == QmmIsa::Amx && qmm::amx_packed_kernel(q.t));
+    cols += q.n;
+  }
+  if (m == 0 || cols == 0) return;
+  if (k == 0) {
+    std::fill(y, y + m * cols, 0.f);
+    return;
+  }
+  run_rows(rows, k, x, m, y, cols, isa, amx);
 }
 
 void qmatmul_cpu_packed_amx_emulated(GgmlDType t, const void* packed, size_t n, size_t k, const float* x,

@@ -59,6 +59,21 @@ void qmm_pack(GgmlDType t, const void* w, size_t n, size_t k, void* out);
 void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, const float* x, size_t m,
                         float* y, QmmIsa isa);
 
+// Several weights of block types of one block size (32 or 256: one quantization of x) multiplying the
+// same x: part p's n rows of type t (its blocks, or packed as qmm_pack gives them when `packed`) give
+// columns [c_p, c_p + n) of y, m rows of sum n (c_p: the earlier parts' n added up), the bits
+// qmatmul_cpu / qmatmul_cpu_packed give each part alone. x is quantized once and one pass over the
+// threads takes every part's rows (a decoder's q / k / v or gate / up: one quantization and one
+// wake-up of the threads instead of three or two).
+struct QmmPart {
+  GgmlDType t;
+  const void* w;
+  size_t n;
+  bool packed;
+};
+void qmatmul_cpu_parts(const QmmPart* parts, size_t count, size_t k, const float* x, size_t m, float* y,
+                       QmmIsa isa);
+
 // Tests only: qmatmul_cpu_packed with the AMX kernels' tile instructions done in C++ (their data
 // flow, checked on CPUs without AMX); Q4_0 / Q8_0, needs qmm_packable(t, n, k, QmmIsa::Avx512)
 void qmatmul_cpu_packed_amx_emulated(GgmlDType t, const void* packed, size_t n, size_t k, const float* x,

@@ -284,6 +284,64 @@ TEST(QMatMul, RepackedGivesThePlainBits) {
     }
 }
 
+// QMatMul::group: the parts' products side by side, bit for bit, through one pass on the CPU (packed and
+// plain parts together, row counts that are no multiple of the 16-row unit, one row and many, a batch
+// dim); parts of different types multiply in turn with the same result; a part of another k is refused
+TEST(QMatMul, GroupGivesThePartsSideBySide) {
+  const size_t k = 512;
+  Tensor x = Tensor::randn(0.f, 1.f, {2, 21, k}, Device::cpu());
+  Tensor x1 = Tensor::randn(0.f, 1.f, {1, 1, k}, Device::cpu());
+  auto part = [&](GgmlDType dt, size_t n, bool repack) {
+    auto w = std::make_shared<const QTensor>(
+        QTensor::quantize(Tensor::randn(0.f, 1.f, {n, k}, Device::cpu()), dt));
+    return repack ? QMatMul::from_arc_repacked(w) : QMatMul::from_arc(w);
+  };
+  auto bits = [](const Tensor& t) {
+    auto v = t.flatten_all().to_vec1<float>();
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+  };
+  for (GgmlDType dt : {GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::IQ4_XS,
+                       GgmlDType::Q5K, GgmlDType::Q2K}) {
+    // q / k / v-like parts: 64 packed rows, 17 plain ones (not a multiple of 16), 32 packed
+    std::vector<QMatMul> parts{part(dt, 64, true), part(dt, 17, true), part(dt, 32, false)};
+    const QMatMul g = QMatMul::group(parts);
+    EXPECT_EQ(g.parts().size(), 3u);
+    EXPECT_EQ(g.dtype(), dt);
+    EXPECT_TRUE(g.is_quantized());
+    EXPECT_EQ(g.qtensor(), nullptr);
+    for (const Tensor& in : {x, x1}) {
+      std::vector<Tensor> ys;
+      for (const QMatMul& p : parts) ys.push_back(p.forward(in));
+      const Tensor want = Tensor::cat(ys, 2), got = g.forward(in);
+      EXPECT_EQ(got.shape(), want.shape()) << ggml_dtype_name(dt);
+      EXPECT_EQ(bits(got), bits(want)) << ggml_dtype_name(dt) << " m=" << in.elem_count() / k;
+    }
+  }
+  // mixed types: Q4_K_M's q / k and v (blocks of 256: one pass), IQ4_XS (its own lane order) beside
+  // Q5_K, and blocks of 32 beside blocks of 256 (each part in turn): the same outputs
+  for (const auto& [a, b] :
+       {std::pair{GgmlDType::Q4K, GgmlDType::Q6K}, std::pair{GgmlDType::Q5K, GgmlDType::IQ4_XS},
+        std::pair{GgmlDType::Q8_0, GgmlDType::Q4K}, std::pair{GgmlDType::Q4_0, GgmlDType::Q8_0}}) {
+    std::vector<QMatMul> mixed{part(a, 32, true), part(b, 16, true), part(a, 17, true)};
+    const QMatMul gm = QMatMul::group(mixed);
+    EXPECT_EQ(gm.dtype(), GgmlDType::F32);
+    for (const Tensor& in : {x, x1})
+      EXPECT_EQ(bits(gm.forward(in)),
+                bits(Tensor::cat({mixed[0].forward(in), mixed[1].forward(in), mixed[2].forward(in)}, 2)))
+          << ggml_dtype_name(a) << " + " << ggml_dtype_name(b);
+  }
+  // the wrong input width names it; parts of different k are refused
+  EXPECT_THROW((void)QMatMul::group({part(GgmlDType::Q8_0, 32, true)})
+                   .forward(Tensor::ones({1, 256}, DType::F32, Device::cpu())),
+               Error);
+  auto w256 = std::make_shared<const QTensor>(
+      QTensor::quantize(Tensor::randn(0.f, 1.f, {16, size_t{256}}, Device::cpu()), GgmlDType::Q8_0));
+  EXPECT_THROW((void)QMatMul::group({part(GgmlDType::Q8_0, 16, true), QMatMul::from_arc(w256)}), Error);
+  EXPECT_THROW((void)QMatMul::group({}), Error);
+}
+
 // from_arc_repacked's `packed` callback: a weight of several 4 MiB parts hands each part of its
 // blocks over once, in order, covering them exactly (the GGUF loaders release the file's pages so)
 TEST(QMatMul, RepackedHandsOverEachPartOnce) {

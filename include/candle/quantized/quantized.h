@@ -98,19 +98,31 @@ class QMatMul {
                                    const std::function<void(const void*, size_t)>& packed = {});
   // whether forward() reads a repacked copy of the blocks
   bool repacked() const { return packed_ != nullptr; }
+  // Several weights (n_i, k) of one input side by side, as one (sum n_i, k) weight: forward(x) is
+  // the concatenation along the last dim of each part's forward(x), the same bits. On the CPU, parts
+  // of block types of one block size (Q4_K_M's Q4_K q / k and Q6_K v) share one quantization of x and
+  // one pass over the threads (a decoder's q / k / v or gate / up: the parts stay where they are, no
+  // stacked copy); elsewhere they multiply in turn.
+  // Error(ShapeMismatch) without parts or for parts of different k.
+  static QMatMul group(std::vector<QMatMul> parts);
+  // a group's parts (empty for one weight)
+  const std::vector<QMatMul>& parts() const;
   // the weight's blocks when it is held as a QTensor (a block type, or f16 / bf16 on a GPU), else
-  // nullptr (it was dequantized to a plain tensor: weight())
+  // nullptr (it was dequantized to a plain tensor: weight(); or it is a group: parts())
   const QTensor* qtensor() const;
   // the dequantized weight of a QMatMul that holds no QTensor, else an undefined tensor
   Tensor weight() const;
   Tensor forward(const Tensor& x) const;
-  // the weight's dtype as stored
+  // the weight's dtype as stored (a group's: its parts' when they agree, else F32)
   GgmlDType dtype() const;
-  bool is_quantized() const { return std::holds_alternative<std::shared_ptr<const QTensor>>(w_); }
+  // held as a QTensor (a group: every part is)
+  bool is_quantized() const;
 
  private:
+  Tensor forward_group(const Tensor& x) const;
   std::variant<std::shared_ptr<const QTensor>, Tensor> w_;
-  std::shared_ptr<const uint8_t> packed_;  // from_arc_repacked's copy, or null
+  std::shared_ptr<const uint8_t> packed_;              // from_arc_repacked's copy, or null
+  std::shared_ptr<const std::vector<QMatMul>> parts_;  // group()'s parts, or null
 };
 
 }  // namespace candle::quantized
