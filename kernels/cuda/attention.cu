@@ -15,7 +15,6 @@ using namespace nn;
 
 constexpr int kWarps = 4;
 constexpr int kKeys = 32;
-constexpr int kStage = 8;  // elements of K and of V a thread has in flight while staging a tile
 
 // Shared memory: Q [kWarps][d], K [kKeys][d + 1] (padded: lanes read different rows without bank
 // conflicts), V [kKeys][dv].
@@ -98,7 +97,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       __syncthreads();  // the previous tile's reads are done (and qs is written)
       // kStage keys' and values' elements a thread loaded before any is stored: a load and its
       // store in one iteration waited out a memory latency per element (a decode step's 32-key
-      // tile of 64 + 64 floats, 16 such waits a thread, took ~10 us on the H100)
+      // tile of 64 + 64 floats, 16 such waits a thread, took ~10 us on the H100); 4 with the
+      // widest heads' accumulators (8 spilled registers there)
+      constexpr int kStage = kAcc >= 8 ? 4 : 8;
       const int nk = nb * d, nv = nb * dv;
       for (int base = threadIdx.x; base < nk || base < nv; base += kStage * blockDim.x) {
         float rk[kStage], rv[kStage];
