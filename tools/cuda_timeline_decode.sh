@@ -8,7 +8,9 @@
 # by kernel name (count, sum of durations, sum of the gaps before them).
 #   source .devdeps/devenv.sh && SPECS="tinyllama:q4_0 llama7b:q4_0" tools/cuda_timeline_decode.sh
 # Options: SPECS (shape:type ...), TG (tokens traced, default 8), SKIP_BUILD=1, SEQ=1 (print the
-# kernel sequence), AB_VAR / AB_VALUES (tg128 once per value of a switch).
+# kernel sequence), AB_VAR / AB_VALUES (tg128 once per value of a switch), QUEUED="2 64 200" (the step
+# replayed back to back after that many tokens), NO_TRACE=1, TESTS=1 with EXTRA_TARGETS=test_cuda
+# (and TESTS_FILTER) runs the CUDA tests first.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -48,7 +50,13 @@ for spec in ${SPECS:-tinyllama:q4_0}; do
           --decode graph 2>&1 | grep -E 'BENCH|error' | tr '\n' ' ')
     echo "$shape $t ${env_set:-(default)}: ${r//BENCH test=/}"
   done
-  [ -z "$TRACER" ] && continue
+  # the recorded step replayed back to back after tg N (KV buffers of N + 16 positions, N cached):
+  # how a step's time grows with the context (decode attention)
+  for n in ${QUEUED:-}; do
+    echo "  $shape $t after tg$n: $(timeout 100 $b/bin/llm_speed $f --device cuda --pp 0 --tg $n --reps 1 \
+      --decode graph --host-profile 1 2>&1 | grep -oE '[0-9.]+ us a step')"
+  done
+  [ -z "$TRACER" ] || [ "${NO_TRACE:-0}" = 1 ] && continue
   csv=$OUT/trace_$shape-$t.csv
   CUPTI_TRACE_OUT=$csv LD_PRELOAD=$TRACER timeout 200 $b/bin/llm_speed $f --device cuda --pp 0 --tg ${TG:-8} \
     --reps 1 --decode graph > $OUT/trace_$shape-$t.log 2>&1 || { echo "traced run failed"; tail -3 $OUT/trace_$shape-$t.log; }

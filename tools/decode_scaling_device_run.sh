@@ -7,7 +7,8 @@
 # 4 and 16 threads. Carry .devdeps-llm; send the output to $OUT so that a timeout keeps what ran:
 #   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/decode_scaling_device_run.sh > $OUT/run.log 2>&1
 # Options (environment): KTHREADS (the kernels' thread counts), PF (prefetch distances), SCALE_THREADS,
-# TYPES (TinyLlama types), SKIP_KERNELS=1, COLD7B=1, SKIP_LLM=1, PROFILE_THREADS.
+# TYPES (TinyLlama types), SKIP_KERNELS=1, COLD7B=1, SKIP_LLM=1, PROFILE_THREADS, GROUP_AB=1 (the
+# LLM bench with q|k|v and gate|up apart and grouped: CANDLE_GROUP_PROJECTIONS=0 / 1).
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -45,6 +46,18 @@ bench() { timeout 200 python3 tools/bench_llm_vs_llamacpp.py --llm-speed $BT/bin
 echo "model                          t        test    candle llama.cpp  ratio    MiB MiB l.c wall s wall l.c"
 bench $M/overhead-q4_0.gguf --threads 16 --pp 128 --tg 128
 for th in ${SCALE_THREADS:-4 16}; do for t in ${TYPES:-q4_0}; do bench $M/tinyllama-$t.gguf --threads $th --pp ${PP:-128,512} --tg 128; done; done
+# q|k|v and gate|up apart (CANDLE_GROUP_PROJECTIONS=0) and grouped, llama.cpp beside (GROUP_AB=1)
+if [ "${GROUP_AB:-0}" = 1 ]; then
+  for g in 0 1; do
+    echo "CANDLE_GROUP_PROJECTIONS=$g"
+    export CANDLE_GROUP_PROJECTIONS=$g
+    for th in ${SCALE_THREADS:-4 16}; do
+      bench $M/overhead-q4_0.gguf --threads $th --pp 128 --tg 128
+      bench $M/tinyllama-q4_0.gguf --threads $th --pp 128,512 --tg 128
+    done
+  done
+  unset CANDLE_GROUP_PROJECTIONS
+fi
 for pf in ${PF:-0 4096}; do
   echo "q4_0 4 threads prefetch $pf: $(CANDLE_QMM_DECODE_PREFETCH=$pf timeout 60 $BT/bin/llm_speed $M/tinyllama-q4_0.gguf --pp 1 --tg 128 --reps 2 --threads 4 2>&1 | grep tg)"
 done
