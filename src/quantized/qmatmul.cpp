@@ -57,6 +57,13 @@ class QMatMulOp final : public CustomOp1 {
   std::vector<QmmPart> parts_;
 };
 
+// x (..., k) times the parts on the CPU: (..., sum of their n) in x's dtype
+Tensor cpu_qmatmul(const Tensor& x, size_t k, std::vector<QmmPart> parts) {
+  Tensor xf = x.to_dtype(DType::F32).contiguous();
+  Tensor y = xf.apply_op1_no_bwd(QMatMulOp(k, std::move(parts)));
+  return x.dtype() == DType::F32 ? y : y.to_dtype(x.dtype());
+}
+
 }  // namespace
 
 QMatMul QMatMul::from_qtensor(const QTensor& w) { return from_arc(std::make_shared<const QTensor>(w)); }
@@ -246,11 +253,9 @@ Tensor QMatMul::forward(const Tensor& x) const {
     if (w.shape().elem_count() != 0) count_cpu_fallback("qmatmul_dequantize");
     return x.broadcast_matmul(w.dequantize(x.device()).to_dtype(x.dtype()).t());
   }
-  Tensor xf = x.to_dtype(DType::F32).contiguous();
   const uint8_t* bytes = packed_ ? packed_.get() : w.data().data();
-  Tensor y = xf.apply_op1_no_bwd(
-      QMatMulOp(w.shape().dims()[1], {QmmPart{w.dtype(), bytes, w.shape().dims()[0], packed_ != nullptr}}));
-  return x.dtype() == DType::F32 ? y : y.to_dtype(x.dtype());
+  return cpu_qmatmul(x, w.shape().dims()[1],
+                     {QmmPart{w.dtype(), bytes, w.shape().dims()[0], packed_ != nullptr}});
 }
 
 Tensor QMatMul::forward_group(const Tensor& x) const {
@@ -275,9 +280,7 @@ Tensor QMatMul::forward_group(const Tensor& x) const {
     for (const QMatMul& p : ps) ys.push_back(p.forward(x));
     return Tensor::cat(ys, ys[0].rank() - 1);
   }
-  Tensor xf = x.to_dtype(DType::F32).contiguous();
-  Tensor y = xf.apply_op1_no_bwd(QMatMulOp(ps[0].qtensor()->shape().dims()[1], std::move(cpu_parts)));
-  return x.dtype() == DType::F32 ? y : y.to_dtype(x.dtype());
+  return cpu_qmatmul(x, ps[0].qtensor()->shape().dims()[1], std::move(cpu_parts));
 }
 
 }  // namespace candle::quantized

@@ -456,38 +456,23 @@ void run_rows(const std::vector<RowsPart>& parts, size_t k, const float* x, size
     cpu::parallel_for_dynamic(units, grain, rows);
 }
 
-// run_rows over one weight of n rows (y of n columns)
-void run_rows(qmm::KernelFn fn, GgmlDType t, const void* w, size_t row_bytes, size_t n, size_t k,
-              const float* x, size_t m, float* y, QmmIsa isa, bool amx = false) {
-  run_rows({RowsPart{fn, static_cast<const uint8_t*>(w), row_bytes, n, 0, t}}, k, x, m, y, n, isa, amx);
-}
-
 }  // namespace
 
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y,
                  QmmIsa isa) {
+  if (t != GgmlDType::F32 && t != GgmlDType::F16 && t != GgmlDType::BF16) {
+    const QmmPart part{t, w, n, false};
+    qmatmul_cpu_parts(&part, 1, k, x, m, y, isa);
+    return;
+  }
   if (!qmm_isa_supported(isa))
     throw Error(ErrorKind::InvalidArgument, std::string("qmatmul: this CPU lacks ") + qmm_isa_name(isa));
-  const bool is_float = t == GgmlDType::F32 || t == GgmlDType::F16 || t == GgmlDType::BF16;
-  qmm::KernelFn fn = is_float ? nullptr : kernel_for(t, isa);
-  if (!is_float && !fn)
-    throw Error(ErrorKind::UnsupportedOp, "qmatmul: " + std::string(ggml_dtype_name(t)) +
-                                              " is not a weight type of the quantized matmul");
-  const size_t bs = ggml_block_size(t);
-  if (k % bs != 0)
-    throw Error(ErrorKind::InvalidArgument, "qmatmul: k = " + std::to_string(k) + " is not a multiple of " +
-                                                std::string(ggml_dtype_name(t)) + "'s block size " +
-                                                std::to_string(bs));
   if (m == 0 || n == 0) return;
   if (k == 0) {
     std::fill(y, y + m * n, 0.f);
     return;
   }
-  if (is_float) {
-    qmatmul_cpu_float(t, w, n, k, x, m, y, isa);
-    return;
-  }
-  run_rows(fn, t, w, ggml_row_bytes(t, k), n, k, x, m, y, isa);
+  qmatmul_cpu_float(t, w, n, k, x, m, y, isa);
 }
 
 qmm::KernelFn packed_kernel_for(GgmlDType t, QmmIsa isa) {
@@ -508,14 +493,8 @@ bool qmm_packable(GgmlDType t, size_t n, size_t k, QmmIsa isa) {
 
 void qmatmul_cpu_packed(GgmlDType t, const void* packed, size_t n, size_t k, const float* x, size_t m,
                         float* y, QmmIsa isa) {
-  if (!qmm_packable(t, n, k, isa))
-    throw Error(ErrorKind::InvalidArgument, "qmatmul: no packed " + std::string(qmm_isa_name(isa)) +
-                                                " kernel for " + std::string(ggml_dtype_name(t)) + " " +
-                                                std::to_string(n) + " x " + std::to_string(k) +
-                                                " on this CPU");
-  if (m == 0) return;
-  run_rows(packed_kernel_for(t, isa), t, packed, qmm_packed_row_bytes(t, k), n, k, x, m, y, isa,
-           isa == QmmIsa::Amx && qmm::amx_packed_kernel(t));
+  const QmmPart part{t, packed, n, true};
+  qmatmul_cpu_parts(&part, 1, k, x, m, y, isa);
 }
 
 void qmatmul_cpu_parts(const QmmPart* parts, size_t count, size_t k, const float* x, size_t m, float* y,
@@ -568,7 +547,8 @@ void qmatmul_cpu_packed_amx_emulated(GgmlDType t, const void* packed, size_t n, 
                                                 std::string(ggml_dtype_name(t)) + " " + std::to_string(n) +
                                                 " x " + std::to_string(k) + " on this CPU");
   if (m == 0) return;
-  run_rows(fn, t, packed, qmm_packed_row_bytes(t, k), n, k, x, m, y, QmmIsa::Avx512, true);
+  run_rows({RowsPart{fn, static_cast<const uint8_t*>(packed), qmm_packed_row_bytes(t, k), n, 0, t}}, k, x, m,
+           y, n, QmmIsa::Avx512, true);
 }
 
 void qmatmul_cpu(GgmlDType t, const void* w, size_t n, size_t k, const float* x, size_t m, float* y) {
