@@ -1,12 +1,14 @@
 // Fused scaled dot-product attention on the CPU (the BackendStorage hook behind
 // candle::nn::ops::scaled_dot_product_attention): flash-attention style, no mask tensor and no
-// score matrix beyond one block. A first pass transposes each kv head's keys to f32 once (so that
-// a row's 64 scores are vector lanes summed in order of the head dim; f16 / bf16 values are
-// converted there too, f32 ones read in place). Work items are (batch, head, tile of query rows);
-// for each tile the visible keys are visited in blocks of kKeyBlock (the values' columns
-// accumulated 64 at a time in registers), and every row keeps a running max, a running sum and an
-// f32 accumulator (online softmax). Each output row is computed by one thread in a fixed order, so
-// the bytes do not depend on the thread count.
+// score matrix beyond one block. The keys are read transposed in f32 (so that a row's 64 scores are
+// vector lanes summed in order of the head dim; f16 / bf16 values are converted too, f32 ones read
+// in place): once per kv head for a prompt, block by block for a decode. Work items are (batch, kv
+// head, tile of rows), a kv head's rows being its query heads' queries interleaved; for each tile
+// the visible keys are visited in blocks of kKeyBlock on a fixed grid, 4 (AVX-512) or 2 rows at a
+// time sharing each load of the keys and values, and every row keeps a running max, a running sum
+// and an f32 accumulator (online softmax). A row's arithmetic is the same whichever tile, thread or
+// group of rows computes it (multiplies and adds unfused: see CMakeLists.txt), so the bytes do not
+// depend on the thread count, and a prompt's rows are those of its queries decoded one by one.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -19,6 +21,7 @@
 
 #include "candle/backend/cpu_storage.h"
 #include "cpu/clones.h"
+#include "cpu/host_alloc.h"
 #include "cpu/parallel.h"
 #include "cpu/vec_math.h"
 
@@ -63,22 +66,65 @@ typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
 #define load8(p) (*reinterpret_cast<const v8f*>(p))
 #define store8(p, v) (*reinterpret_cast<v8f*>(p) = (v))
 
-// s[j] = scale * dot(q, k_j) for the kKeyBlock keys of a block, from kt, the block's keys transposed
-// (row i of kt, ldk floats apart, holds element i of the keys; the lanes past the block's keys may
-// hold anything and are not used): each dot product summed in order of i, the keys in the vector
-// lanes (no horizontal sums)
-CANDLE_TARGET_CLONES void block_scores(const float* q, const float* kt, size_t ldk, size_t d, float scale,
-                                       float* s) {
-  constexpr size_t W = kKeyBlock / 8;
-  v8f acc[W] = {};
-  for (size_t i = 0; i < d; ++i) {
-    const float qi = q[i];
-    const float* kr = kt + i * ldk;
-#pragma GCC unroll 8
-    for (size_t w = 0; w < W; ++w) acc[w] += qi * load8(kr + 8 * w);
+// acc[r * lda + c] (+)= sum_k x[r * ldx + k] * y[k * ldy + c] for R rows, k in [k0, k1) in order, and
+// the L * W columns c held in W vectors of L lanes in registers (from 0 when kZero): every load of y
+// shared by the R rows, each output's sum the same whatever R, W and L
+template <size_t R, size_t W, size_t L, bool kZero = false>
+__attribute__((always_inline)) inline void rank1_updates(float* acc, size_t lda, const float* x, size_t ldx,
+                                                         const float* y, size_t ldy, size_t k0, size_t k1) {
+  typedef float V __attribute__((vector_size(L * sizeof(float)), aligned(4), may_alias));
+  V a[R][W];
+#pragma GCC unroll 4
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (size_t w = 0; w < W; ++w) a[r][w] = kZero ? V{} : *reinterpret_cast<const V*>(acc + r * lda + L * w);
+  for (size_t k = k0; k < k1; ++k) {
+    const float* yr = y + k * ldy;
+    V yv[W];
+#pragma GCC unroll 4
+    for (size_t w = 0; w < W; ++w) yv[w] = *reinterpret_cast<const V*>(yr + L * w);
+#pragma GCC unroll 4
+    for (size_t r = 0; r < R; ++r) {
+      const float xk = x[r * ldx + k];
+#pragma GCC unroll 4
+      for (size_t w = 0; w < W; ++w) a[r][w] += xk * yv[w];
+    }
   }
-#pragma GCC unroll 8
-  for (size_t w = 0; w < W; ++w) store8(s + 8 * w, acc[w] * scale);
+#pragma GCC unroll 4
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (size_t w = 0; w < W; ++w) *reinterpret_cast<V*>(acc + r * lda + L * w) = a[r][w];
+}
+
+// s[r * kKeyBlock + j] = scale * dot(q_r, k_j) for R query rows (ldq floats apart) and the kKeyBlock
+// keys of a block, from kt, the block's keys transposed (row i of kt, ldk floats apart, holds element
+// i of the keys; the lanes past the block's keys may hold anything and are not used): each dot product
+// summed in order of i, the keys in the vector lanes (no horizontal sums), 16 x W keys at a time
+template <size_t R, size_t W>
+CANDLE_TARGET_CLONES void block_scores(const float* q, size_t ldq, const float* kt, size_t ldk, size_t d,
+                                       float scale, float* s) {
+  for (size_t c = 0; c < kKeyBlock; c += 16 * W)
+    rank1_updates<R, W, 16, true>(s + c, kKeyBlock, q, ldq, kt + c, ldk, 0, d);
+  for (size_t j = 0; j < R * kKeyBlock; ++j) s[j] *= scale;
+}
+
+// acc_r += sum_j p_r[j] * v[j] for R rows (acc_r lda floats apart, p_r kKeyBlock apart) over the keys
+// [j0, j1) of a block (v's rows ldv floats apart), in order of j: 16 x W columns at a time, then 16,
+// then 8, then one by one
+template <size_t R, size_t W>
+CANDLE_TARGET_CLONES void accumulate_rows(float* acc, size_t lda, size_t dv, const float* p, const float* v,
+                                          size_t ldv, size_t j0, size_t j1) {
+  size_t c = 0;
+  for (; c + 16 * W <= dv; c += 16 * W)
+    rank1_updates<R, W, 16>(acc + c, lda, p, kKeyBlock, v + c, ldv, j0, j1);
+  for (; c + 16 <= dv; c += 16) rank1_updates<R, 1, 16>(acc + c, lda, p, kKeyBlock, v + c, ldv, j0, j1);
+  for (; c + 8 <= dv; c += 8) rank1_updates<R, 1, 8>(acc + c, lda, p, kKeyBlock, v + c, ldv, j0, j1);
+  for (; c < dv; ++c)
+    for (size_t r = 0; r < R; ++r) {
+      float x = acc[r * lda + c];
+      for (size_t j = j0; j < j1; ++j) x += p[r * kKeyBlock + j] * v[j * ldv + c];
+      acc[r * lda + c] = x;
+    }
 }
 
 // acc = acc * corr + sum_j p[j] * v[j] over the n rows of v (ldv floats apart, dv used), the columns
@@ -110,6 +156,19 @@ CANDLE_TARGET_CLONES void scale_accumulate(float* acc, size_t dv, float corr, co
       if (p[j] != 0.0f) x += p[j] * v[j * ldv + c];
     acc[c] = x;
   }
+}
+
+// the largest of s[0, n) (8 running maxima, then theirs: the same value as one running maximum)
+CANDLE_TARGET_CLONES float max_of(const float* s, size_t n) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  float part[8] = {neg_inf, neg_inf, neg_inf, neg_inf, neg_inf, neg_inf, neg_inf, neg_inf};
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (size_t w = 0; w < 8; ++w) part[w] = std::max(part[w], s[j + w]);
+  for (; j < n; ++j) part[0] = std::max(part[0], s[j]);
+  float m = part[0];
+  for (size_t w = 1; w < 8; ++w) m = std::max(m, part[w]);
+  return m;
 }
 
 // s[j] = exp(s[j] - m) (0 where s[j] is -inf), returning their sum in a fixed order (8 partial sums)
@@ -190,7 +249,6 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
   auto out = CpuStorage::alloc(dtype_of<T>, n.b * n.h * n.tq * n.dv);
   T* o = out->template data<T>();
   const size_t group = n.h / n.hkv;
-  const size_t tiles = (n.tq + kQueryTile - 1) / kQueryTile;
   const size_t offset = n.tk - n.tq;  // position of query 0 (tq <= tk checked by the caller)
   const float neg_inf = -std::numeric_limits<float>::infinity();
   // the visible keys [lo, hi) of the query at position pos
@@ -199,72 +257,96 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
     lo = (p.sliding_window > 0 && pos + 1 > p.sliding_window) ? pos + 1 - p.sliding_window : 0;
     if (lo > hi) lo = hi;
   };
+  // A kv head's rows are its query heads' rows interleaved (row t * group + g is query t of head
+  // kvh * group + g), so the heads that share the keys read each block together (a decode's 8 heads
+  // of a kv head are 8 rows), in tiles of 16 rows (4 when that leaves threads idle: a decode). A
+  // unit (one tile) costs about rows x tk x (d + dv) multiply-adds: units grouped so that a thread's
+  // share is worth waking it for (~64K of them; a decode over a short cache stays on the calling
+  // thread), handed out as threads come free, the last tiles (a causal prompt's longest rows) first.
+  // A row's bits do not depend on its tile: its blocks are the 64-key grid's and its sums the same.
+  const size_t kv_rows = group * n.tq;
+  size_t tile_rows = kQueryTile;
+  if (n.b * n.hkv * ((kv_rows + tile_rows - 1) / tile_rows) < get_num_threads()) tile_rows = 4;
+  const size_t tiles = (kv_rows + tile_rows - 1) / tile_rows;
   // Each kv head's keys transposed ([d][ldk]: a block of kKeyBlock keys from any j0 is kt + j0, the
-  // lanes past tk zero) and, for f16 / bf16, its values in f32 ([tk][dv]), once for every query head
-  // and tile that reads them (decode with 8 query heads per kv head transposed each block 8 times)
+  // lanes past tk zero) and, for f16 / bf16, its values in f32 ([tk][dv]), once for the tiles that
+  // read them where more than 2 do (a prompt); else each tile transposes the blocks it visits into a
+  // buffer of one block (a decode: no pass over every key into a buffer of all of them first)
   constexpr bool kValuesInPlace = std::is_same_v<T, float>;
-  // (a block from an off-grid j0, a sliding window's, reaches into one block past the last; without a
-  // window the blocks start on the grid: no such block to fill, which a decode step did once per layer)
+  // (16 floats more than the keys: rows a power of two of bytes apart, 2 KiB at 512 keys, fell into 2
+  // of the L1 cache's 64 sets, so a block's 64 rows did not stay in it)
   const size_t nblk = (n.tk + kKeyBlock - 1) / kKeyBlock;
-  const size_t ldk = (nblk + (p.sliding_window > 0 ? 1 : 0)) * kKeyBlock;
+  const size_t ldk = nblk * kKeyBlock + 16;
   const size_t kv_heads = n.b * n.hkv;
   const bool shared =
+      tiles > 2 &&
       (kv_heads * (n.d * ldk + (kValuesInPlace ? 0 : n.tk * n.dv))) * sizeof(float) <= shared_keys_limit();
-  std::unique_ptr<float[]> kt_all, v_all;
+  // (from the CPU's block cache: a fresh mapping per call cost a page fault per 4 KiB)
+  std::shared_ptr<void> kt_mem, v_mem;
+  float *kt_all = nullptr, *v_all = nullptr;
   if (shared) {
-    kt_all.reset(new float[kv_heads * n.d * ldk]);
-    if (!kValuesInPlace) v_all.reset(new float[kv_heads * n.tk * n.dv]);
+    kt_mem = cpu::host_alloc(kv_heads * n.d * ldk * sizeof(float));
+    kt_all = static_cast<float*>(kt_mem.get());
+    if (!kValuesInPlace) {
+      v_mem = cpu::host_alloc(kv_heads * n.tk * n.dv * sizeof(float));
+      v_all = static_cast<float*>(v_mem.get());
+    }
     // (~16K floats a chunk: at a decode's short contexts one chunk of 64K ran on the calling thread)
     const size_t grain = std::max<size_t>(1, (size_t{16} << 10) / (kKeyBlock * (n.d + n.dv)));
     cpu::parallel_for(kv_heads * nblk, grain, [&](size_t u0, size_t u1) {
       for (size_t u = u0; u < u1; ++u) {
         const size_t blk = u % nblk, bk = u / nblk, bi = bk / n.hkv, kvh = bk % n.hkv;
         const size_t j0 = blk * kKeyBlock, nb = std::min(kKeyBlock, n.tk - j0);
-        float* kt = kt_all.get() + bk * n.d * ldk;
+        float* kt = kt_all + bk * n.d * ldk;
         keys_transposed(k, bi, kvh, j0, nb, n.d, kt + j0, ldk);
-        // the zero lanes past tk (the rest of the last block, and the block after it where there is one)
+        // the zero lanes past tk
         if (blk + 1 == nblk)
           for (size_t i = 0; i < n.d; ++i) std::fill(kt + i * ldk + j0 + nb, kt + (i + 1) * ldk, 0.0f);
         if constexpr (!kValuesInPlace)
           for (size_t j = 0; j < nb; ++j)
-            to_f32(v.row(bi, kvh, j0 + j), n.dv, v_all.get() + (bk * n.tk + j0 + j) * n.dv);
+            to_f32(v.row(bi, kvh, j0 + j), n.dv, v_all + (bk * n.tk + j0 + j) * n.dv);
       }
     });
   }
-  // a unit (one query tile of one head) costs about rows x tk x (d + dv) multiply-adds: units
-  // grouped so that a thread's share is worth waking it for (~64K of them; a decode over a short
-  // cache stays on the calling thread)
-  const size_t unit_work = std::max<size_t>(1, std::min(kQueryTile, n.tq) * n.tk * (n.d + n.dv));
+  const size_t unit_work = std::max<size_t>(1, std::min(tile_rows, kv_rows) * n.tk * (n.d + n.dv));
   const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / unit_work);
-  cpu::parallel_for(n.b * n.h * tiles, grain, [&](size_t u0, size_t u1) {
+  // 4 rows at a time where the vector registers are 32 (AVX-512), else 2 (16 registers)
+  const bool wide = has_avx512f();
+  cpu::parallel_for_dynamic(n.b * n.hkv * tiles, grain, [&](size_t u0, size_t u1) {
     std::vector<float> qf(kQueryTile * n.d), kt, vf;
     if (!shared) {
       kt.resize(kKeyBlock * n.d);
       if (!kValuesInPlace) vf.resize(kKeyBlock * n.dv);
     }
-    std::vector<float> acc(kQueryTile * n.dv), m(kQueryTile), l(kQueryTile), s(kKeyBlock);
+    std::vector<float> acc(kQueryTile * n.dv), m(kQueryTile), l(kQueryTile), s(kQueryTile * kKeyBlock),
+        corr(kQueryTile);
+    size_t vis_lo[kQueryTile], vis_hi[kQueryTile], pos[kQueryTile];
     for (size_t u = u0; u < u1; ++u) {
-      const size_t tile = u % tiles, bh = u / tiles, hi_ = bh % n.h, bi = bh / n.h, kvh = hi_ / group;
-      const size_t r0 = tile * kQueryTile, rows = std::min(kQueryTile, n.tq - r0);
+      const size_t tile = tiles - 1 - u % tiles, bk = u / tiles, bi = bk / n.hkv, kvh = bk % n.hkv;
+      const size_t r0 = tile * tile_rows, rows = std::min(tile_rows, kv_rows - r0);
+      // row r: query t of head kvh * group + g
+      auto head_of = [&](size_t r) { return kvh * group + (r0 + r) % group; };
       size_t tile_lo = n.tk, tile_hi = 0;
       for (size_t r = 0; r < rows; ++r) {
-        to_f32(q.row(bi, hi_, r0 + r), n.d, qf.data() + r * n.d);
+        const size_t t = (r0 + r) / group;
+        pos[r] = offset + t;
+        to_f32(q.row(bi, head_of(r), t), n.d, qf.data() + r * n.d);
         size_t lo, hi;
-        key_range(offset + r0 + r, lo, hi);
+        key_range(pos[r], lo, hi);
         tile_lo = std::min(tile_lo, lo);
         tile_hi = std::max(tile_hi, hi);
       }
       std::fill(acc.begin(), acc.begin() + rows * n.dv, 0.0f);
       std::fill(m.begin(), m.begin() + rows, neg_inf);
       std::fill(l.begin(), l.begin() + rows, 0.0f);
-      for (size_t j0 = tile_lo; j0 < tile_hi; j0 += kKeyBlock) {
+      for (size_t j0 = tile_lo / kKeyBlock * kKeyBlock; j0 < tile_hi; j0 += kKeyBlock) {
         const size_t nb = std::min(kKeyBlock, tile_hi - j0);
         // the block's keys transposed (kb, ldk apart) and values (vb, ldv apart)
         const size_t bk = bi * n.hkv + kvh;
         const float *kb = kt.data(), *vb = vf.data();
         size_t kld = kKeyBlock, ldv = n.dv;
         if (shared) {
-          kb = kt_all.get() + bk * n.d * ldk + j0;
+          kb = kt_all + bk * n.d * ldk + j0;
           kld = ldk;
         } else {
           keys_transposed(k, bi, kvh, j0, nb, n.d, kt.data(), kKeyBlock);
@@ -276,37 +358,76 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
           vb = v.row(bi, kvh, j0);
           ldv = v.s2;
         } else if (shared) {
-          vb = v_all.get() + (bk * n.tk + j0) * n.dv;
+          vb = v_all + (bk * n.tk + j0) * n.dv;
         } else {
           for (size_t j = 0; j < nb; ++j) to_f32(v.row(bi, kvh, j0 + j), n.dv, vf.data() + j * n.dv);
         }
-        for (size_t r = 0; r < rows; ++r) {
+        // every row's scores for the block, R rows at a time
+        size_t r = 0;
+        if (wide)
+          for (; r + 4 <= rows; r += 4)
+            block_scores<4, 4>(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s.data() + r * kKeyBlock);
+        for (; r + 2 <= rows; r += 2)
+          block_scores<2, 2>(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s.data() + r * kKeyBlock);
+        for (; r < rows; ++r)
+          block_scores<1, 2>(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s.data() + r * kKeyBlock);
+        // each row's online softmax: its visible keys [lo, hi) of the block (relative to j0; empty
+        // where it sees none, then its accumulator is left as it is), the others' weights 0
+        for (r = 0; r < rows; ++r) {
           size_t lo, hi;
-          key_range(offset + r0 + r, lo, hi);
+          key_range(pos[r], lo, hi);
           const size_t a = std::max(lo, j0), e = std::min(hi, j0 + nb);
+          vis_lo[r] = vis_hi[r] = 0;
+          corr[r] = 1.0f;
           if (a >= e) continue;
-          // scores of the visible keys [a, e) of this block; the rest -inf
-          block_scores(qf.data() + r * n.d, kb, kld, n.d, p.scale, s.data());
-          float mb = neg_inf;
-          for (size_t j = 0; j < nb; ++j) {
-            if (j + j0 < a || j + j0 >= e) {
-              s[j] = neg_inf;
-              continue;
-            }
-            if (p.softcap > 0.0f) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
-            mb = std::max(mb, s[j]);
-          }
+          float* sr = s.data() + r * kKeyBlock;
+          std::fill(sr, sr + (a - j0), neg_inf);
+          std::fill(sr + (e - j0), sr + nb, neg_inf);
+          if (p.softcap > 0.0f)
+            for (size_t j = a - j0; j < e - j0; ++j) sr[j] = p.softcap * std::tanh(sr[j] / p.softcap);
+          const float mb = max_of(sr + (a - j0), e - a);
           const float m_new = std::max(m[r], mb);
           if (m_new == neg_inf) continue;  // every score -inf so far: nothing to add
-          const float corr = m[r] == neg_inf ? 0.0f : cpu::vm::exp_f32(m[r] - m_new);
-          const float sum = exp_block(s.data(), nb, m_new);
-          l[r] = l[r] * corr + sum;
+          corr[r] = m[r] == neg_inf ? 0.0f : cpu::vm::exp_f32(m[r] - m_new);
+          const float sum = exp_block(sr, nb, m_new);
+          l[r] = l[r] * corr[r] + sum;
           m[r] = m_new;
-          scale_accumulate(acc.data() + r * n.dv, n.dv, corr, s.data(), vb, ldv, nb);
+          vis_lo[r] = a - j0;
+          vis_hi[r] = e - j0;
         }
+        // acc = acc * corr + p . v, row by row over the keys only some rows of a group see (zero
+        // weights skipped there), the group's rows together over the keys all of them see (in order
+        // of the keys either way: a row's bits are the same)
+        auto edges = [&](size_t r1, float c, size_t from, size_t to) {
+          if (from == to && c == 1.0f) return;
+          scale_accumulate(acc.data() + r1 * n.dv, n.dv, c, s.data() + r1 * kKeyBlock + from, vb + from * ldv,
+                           ldv, to - from);
+        };
+        auto accumulate_group = [&](size_t r0g, size_t g, auto together) {
+          size_t A = 0, E = kKeyBlock;
+          for (size_t i = r0g; i < r0g + g; ++i) {
+            A = std::max(A, vis_lo[i]);
+            E = std::min(E, vis_hi[i]);
+          }
+          if (A >= E) {  // no key all of them see
+            for (size_t i = r0g; i < r0g + g; ++i)
+              if (vis_lo[i] < vis_hi[i]) edges(i, corr[i], vis_lo[i], vis_hi[i]);
+            return;
+          }
+          for (size_t i = r0g; i < r0g + g; ++i) edges(i, corr[i], vis_lo[i], A);
+          together(acc.data() + r0g * n.dv, n.dv, n.dv, s.data() + r0g * kKeyBlock, vb, ldv, A, E);
+          for (size_t i = r0g; i < r0g + g; ++i)
+            if (E < vis_hi[i]) edges(i, 1.0f, E, vis_hi[i]);
+        };
+        r = 0;
+        if (wide)
+          for (; r + 4 <= rows; r += 4) accumulate_group(r, 4, accumulate_rows<4, 4>);
+        for (; r + 2 <= rows; r += 2) accumulate_group(r, 2, accumulate_rows<2, 2>);
+        for (; r < rows; ++r)
+          if (vis_lo[r] < vis_hi[r]) edges(r, corr[r], vis_lo[r], vis_hi[r]);
       }
       for (size_t r = 0; r < rows; ++r) {
-        T* dst = o + ((bi * n.h + hi_) * n.tq + r0 + r) * n.dv;
+        T* dst = o + ((bi * n.h + head_of(r)) * n.tq + (r0 + r) / group) * n.dv;
         const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
         for (size_t c = 0; c < n.dv; ++c) dst[c] = cast_value<T>(acc[r * n.dv + c] * inv);
       }

@@ -153,6 +153,28 @@ TEST(Attention, KeysTransposedOnceGiveThePerItemBits) {
     }
 }
 
+// A prompt's row is the same bits as that query decoded alone over the keys up to it (no window: the
+// blocks of 64 keys are the same grid), whatever tile and rows of 4 / 2 / 1 the kernel put it in:
+// GQA groups of 1, 3 and 8 heads, head sizes 16, 64 and 72 (a tail of 8), more keys than one block.
+TEST(Attention, PromptRowsEqualTheirDecode) {
+  struct Shape4 {
+    size_t h, hkv, tq, tk, d;
+  };
+  for (const Shape4& c : {Shape4{4, 4, 21, 90, 16}, Shape4{6, 2, 19, 150, 64}, Shape4{8, 1, 9, 70, 72}}) {
+    Tensor q = randn({1, c.h, c.tq, c.d}, 31), k = randn({1, c.hkv, c.tk, c.d}, 32),
+           v = randn({1, c.hkv, c.tk, c.d}, 33);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+    Tensor all = ops::scaled_dot_product_attention(q, k, v, scale, true);
+    for (size_t t = 0; t < c.tq; ++t) {
+      const size_t keys = c.tk - c.tq + t + 1;
+      Tensor one = ops::scaled_dot_product_attention(q.narrow(2, t, 1), k.narrow(2, 0, keys),
+                                                     v.narrow(2, 0, keys), scale, true);
+      EXPECT_EQ(all.narrow(2, t, 1).flatten_all().to_vec1<float>(), one.flatten_all().to_vec1<float>())
+          << "h " << c.h << "/" << c.hkv << " d " << c.d << " query " << t;
+    }
+  }
+}
+
 // Under autograd the op takes the tensor-op path, so gradients flow to q, k and v.
 TEST(Attention, GradientsFlowThroughTheSlowPath) {
   Var q = Var::from_tensor(randn({1, 2, 3, 4}, 13));
