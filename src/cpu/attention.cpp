@@ -99,25 +99,26 @@ __attribute__((always_inline)) inline void rank1_updates(float* acc, size_t lda,
 // s[r * kKeyBlock + j] = scale * dot(q_r, k_j) for R query rows (ldq floats apart) and the kKeyBlock
 // keys of a block, from kt, the block's keys transposed (row i of kt, ldk floats apart, holds element
 // i of the keys; the lanes past the block's keys may hold anything and are not used): each dot product
-// summed in order of i, the keys in the vector lanes (no horizontal sums), 16 x W keys at a time
-template <size_t R, size_t W>
+// summed in order of i, the keys in the vector lanes (no horizontal sums), L x W keys at a time (L 16
+// only where the clone has 512-bit registers: GCC spills and shuffles 16-float vectors on AVX2)
+template <size_t R, size_t W, size_t L>
 CANDLE_TARGET_CLONES void block_scores(const float* q, size_t ldq, const float* kt, size_t ldk, size_t d,
                                        float scale, float* s) {
-  for (size_t c = 0; c < kKeyBlock; c += 16 * W)
-    rank1_updates<R, W, 16, true>(s + c, kKeyBlock, q, ldq, kt + c, ldk, 0, d);
+  static_assert(kKeyBlock % (L * W) == 0);
+  for (size_t c = 0; c < kKeyBlock; c += L * W)
+    rank1_updates<R, W, L, true>(s + c, kKeyBlock, q, ldq, kt + c, ldk, 0, d);
   for (size_t j = 0; j < R * kKeyBlock; ++j) s[j] *= scale;
 }
 
 // acc_r += sum_j p_r[j] * v[j] for R rows (acc_r lda floats apart, p_r kKeyBlock apart) over the keys
-// [j0, j1) of a block (v's rows ldv floats apart), in order of j: 16 x W columns at a time, then 16,
-// then 8, then one by one
-template <size_t R, size_t W>
+// [j0, j1) of a block (v's rows ldv floats apart), in order of j: L x W columns at a time, then L, then
+// 8, then one by one
+template <size_t R, size_t W, size_t L>
 CANDLE_TARGET_CLONES void accumulate_rows(float* acc, size_t lda, size_t dv, const float* p, const float* v,
                                           size_t ldv, size_t j0, size_t j1) {
   size_t c = 0;
-  for (; c + 16 * W <= dv; c += 16 * W)
-    rank1_updates<R, W, 16>(acc + c, lda, p, kKeyBlock, v + c, ldv, j0, j1);
-  for (; c + 16 <= dv; c += 16) rank1_updates<R, 1, 16>(acc + c, lda, p, kKeyBlock, v + c, ldv, j0, j1);
+  for (; c + L * W <= dv; c += L * W) rank1_updates<R, W, L>(acc + c, lda, p, kKeyBlock, v + c, ldv, j0, j1);
+  for (; c + L <= dv; c += L) rank1_updates<R, 1, L>(acc + c, lda, p, kKeyBlock, v + c, ldv, j0, j1);
   for (; c + 8 <= dv; c += 8) rank1_updates<R, 1, 8>(acc + c, lda, p, kKeyBlock, v + c, ldv, j0, j1);
   for (; c < dv; ++c)
     for (size_t r = 0; r < R; ++r) {
@@ -174,9 +175,17 @@ CANDLE_TARGET_CLONES float max_of(const float* s, size_t n) {
 // s[j] = exp(s[j] - m) (0 where s[j] is -inf), returning their sum in a fixed order (8 partial sums)
 CANDLE_TARGET_CLONES float exp_block(float* s, size_t n, float m) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (size_t j = 0; j < n; ++j) s[j] = s[j] == neg_inf ? 0.0f : cpu::vm::exp_f32(s[j] - m);
+  // (the exponential taken for every lane, then selected, and -fno-trapping-math: the AVX2 clone's
+  // loop vectorizes)
+  for (size_t j = 0; j < n; ++j) {
+    const float e = cpu::vm::exp_f32(s[j] - m);
+    s[j] = s[j] == neg_inf ? 0.0f : e;
+  }
   float part[8] = {};
-  for (size_t j = 0; j < n; ++j) part[j % 8] += s[j];
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (size_t w = 0; w < 8; ++w) part[w] += s[j + w];
+  for (; j < n; ++j) part[j % 8] += s[j];
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 // kt[i * ldk + j] = k[j * lds + i] for the nb keys (rows of k) and d elements: 8 x 8 tiles in
@@ -310,8 +319,11 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
   }
   const size_t unit_work = std::max<size_t>(1, std::min(tile_rows, kv_rows) * n.tk * (n.d + n.dv));
   const size_t grain = std::max<size_t>(1, (size_t{64} << 10) / unit_work);
-  // 4 rows at a time where the vector registers are 32 (AVX-512), else 2 (16 registers)
-  const bool wide = has_avx512f();
+  // 4 rows at a time in 16-float vectors where the vector registers are 32 and 512 bits wide
+  // (AVX-512), else 2 rows in 8-float vectors (16 registers of 256 bits)
+  // (CANDLE_CPU_ATTN_NARROW=1: the latter everywhere, which the tests use to run both on any CPU)
+  const char* narrow = std::getenv("CANDLE_CPU_ATTN_NARROW");
+  const bool wide = has_avx512f() && !(narrow && std::string(narrow) == "1");
   cpu::parallel_for_dynamic(n.b * n.hkv * tiles, grain, [&](size_t u0, size_t u1) {
     std::vector<float> qf(kQueryTile * n.d), kt, vf;
     if (!shared) {
@@ -364,13 +376,18 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
         }
         // every row's scores for the block, R rows at a time
         size_t r = 0;
-        if (wide)
-          for (; r + 4 <= rows; r += 4)
-            block_scores<4, 4>(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s.data() + r * kKeyBlock);
-        for (; r + 2 <= rows; r += 2)
-          block_scores<2, 2>(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s.data() + r * kKeyBlock);
-        for (; r < rows; ++r)
-          block_scores<1, 2>(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s.data() + r * kKeyBlock);
+        auto scores = [&](auto kernel, size_t R) {
+          for (; r + R <= rows; r += R)
+            kernel(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s.data() + r * kKeyBlock);
+        };
+        if (wide) {
+          scores(block_scores<4, 4, 16>, 4);
+          scores(block_scores<2, 4, 16>, 2);
+          scores(block_scores<1, 4, 16>, 1);
+        } else {
+          scores(block_scores<2, 4, 8>, 2);
+          scores(block_scores<1, 4, 8>, 1);
+        }
         // each row's online softmax: its visible keys [lo, hi) of the block (relative to j0; empty
         // where it sees none, then its accumulator is left as it is), the others' weights 0
         for (r = 0; r < rows; ++r) {
@@ -420,9 +437,12 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
             if (E < vis_hi[i]) edges(i, 1.0f, E, vis_hi[i]);
         };
         r = 0;
-        if (wide)
-          for (; r + 4 <= rows; r += 4) accumulate_group(r, 4, accumulate_rows<4, 4>);
-        for (; r + 2 <= rows; r += 2) accumulate_group(r, 2, accumulate_rows<2, 2>);
+        if (wide) {
+          for (; r + 4 <= rows; r += 4) accumulate_group(r, 4, accumulate_rows<4, 4, 16>);
+          for (; r + 2 <= rows; r += 2) accumulate_group(r, 2, accumulate_rows<2, 4, 16>);
+        } else {
+          for (; r + 2 <= rows; r += 2) accumulate_group(r, 2, accumulate_rows<2, 4, 8>);
+        }
         for (; r < rows; ++r)
           if (vis_lo[r] < vis_hi[r]) edges(r, corr[r], vis_lo[r], vis_hi[r]);
       }

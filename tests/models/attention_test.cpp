@@ -54,6 +54,15 @@ const Case kCases[] = {
     {1, 2, 1, 3, 140, 128, true, {}, {}},
 };
 
+// The fused op's values (as f32) for case c with the environment variable `name` set to `value`.
+std::vector<float> fused_with_env(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  double scale, const char* name, const char* value) {
+  setenv(name, value, 1);
+  Tensor y = ops::scaled_dot_product_attention(q, k, v, scale, c.causal, c.window, c.softcap);
+  unsetenv(name);
+  return y.to_dtype(DType::F32).flatten_all().to_vec1<float>();
+}
+
 }  // namespace
 
 // The fused kernel equals the tensor-op version within 2e-5 (f32: the two sum in different
@@ -133,24 +142,27 @@ TEST(Attention, DeterministicAcrossThreadCounts) {
   EXPECT_EQ(a, b);
 }
 
-// The keys transposed once per kv head (the default) or by each work item for itself (over
-// CANDLE_CPU_ATTN_SHARED_MB, here 0): the same bytes, f32 (values read in place) and f16 (converted),
-// every case's shape (decode, GQA, windows whose blocks start off the 64-key grid, soft-capping)
-TEST(Attention, KeysTransposedOnceGiveThePerItemBits) {
-  for (DType dt : {DType::F32, DType::F16})
-    for (const Case& c : kCases) {
-      Tensor q = randn({c.b, c.h, c.tq, c.d}, 21).to_dtype(dt),
-             k = randn({c.b, c.hkv, c.tk, c.d}, 22).to_dtype(dt),
-             v = randn({c.b, c.hkv, c.tk, c.d}, 23).to_dtype(dt);
-      const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
-      auto run = [&](const char* mb) {
-        setenv("CANDLE_CPU_ATTN_SHARED_MB", mb, 1);
-        Tensor y = ops::scaled_dot_product_attention(q, k, v, scale, c.causal, c.window, c.softcap);
-        unsetenv("CANDLE_CPU_ATTN_SHARED_MB");
-        return y.to_dtype(DType::F32).flatten_all().to_vec1<float>();
-      };
-      EXPECT_EQ(run("64"), run("0")) << dtype_name(dt) << " tq " << c.tq << " tk " << c.tk << " d " << c.d;
-    }
+// Choices of the kernel give the same bytes, f32 (values read in place) and f16 (converted), every
+// case's shape (decode, GQA, windows, soft-capping, head sizes off the vector widths): the keys
+// transposed once per kv head (the default) or by each work item for itself (over
+// CANDLE_CPU_ATTN_SHARED_MB, here 0); the 4-row 16-lane kernels or the 2-row 8-lane ones
+// (CANDLE_CPU_ATTN_NARROW=1: a row's sums are the same).
+TEST(Attention, KernelChoicesGiveTheSameBits) {
+  struct Choice {
+    const char *name, *a, *b;
+  };
+  for (const Choice& ch :
+       {Choice{"CANDLE_CPU_ATTN_SHARED_MB", "64", "0"}, Choice{"CANDLE_CPU_ATTN_NARROW", "0", "1"}})
+    for (DType dt : {DType::F32, DType::F16})
+      for (const Case& c : kCases) {
+        Tensor q = randn({c.b, c.h, c.tq, c.d}, 21).to_dtype(dt),
+               k = randn({c.b, c.hkv, c.tk, c.d}, 22).to_dtype(dt),
+               v = randn({c.b, c.hkv, c.tk, c.d}, 23).to_dtype(dt);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+        EXPECT_EQ(fused_with_env(c, q, k, v, scale, ch.name, ch.a),
+                  fused_with_env(c, q, k, v, scale, ch.name, ch.b))
+            << ch.name << " " << dtype_name(dt) << " tq " << c.tq << " tk " << c.tk << " d " << c.d;
+      }
 }
 
 // A prompt's row is the same bits as that query decoded alone over the keys up to it (no window: the
@@ -160,19 +172,25 @@ TEST(Attention, PromptRowsEqualTheirDecode) {
   struct Shape4 {
     size_t h, hkv, tq, tk, d;
   };
-  for (const Shape4& c : {Shape4{4, 4, 21, 90, 16}, Shape4{6, 2, 19, 150, 64}, Shape4{8, 1, 9, 70, 72}}) {
-    Tensor q = randn({1, c.h, c.tq, c.d}, 31), k = randn({1, c.hkv, c.tk, c.d}, 32),
-           v = randn({1, c.hkv, c.tk, c.d}, 33);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
-    Tensor all = ops::scaled_dot_product_attention(q, k, v, scale, true);
-    for (size_t t = 0; t < c.tq; ++t) {
-      const size_t keys = c.tk - c.tq + t + 1;
-      Tensor one = ops::scaled_dot_product_attention(q.narrow(2, t, 1), k.narrow(2, 0, keys),
-                                                     v.narrow(2, 0, keys), scale, true);
-      EXPECT_EQ(all.narrow(2, t, 1).flatten_all().to_vec1<float>(), one.flatten_all().to_vec1<float>())
-          << "h " << c.h << "/" << c.hkv << " d " << c.d << " query " << t;
+  // the kernels of 4 rows in 16-float vectors (AVX-512) and of 2 rows in 8-float ones (elsewhere)
+  for (const char* narrow : {"0", "1"})
+    for (const Shape4& c : {Shape4{4, 4, 21, 90, 16}, Shape4{6, 2, 19, 150, 64}, Shape4{8, 1, 9, 70, 72}}) {
+      setenv("CANDLE_CPU_ATTN_NARROW", narrow, 1);
+      Tensor q = randn({1, c.h, c.tq, c.d}, 31), k = randn({1, c.hkv, c.tk, c.d}, 32),
+             v = randn({1, c.hkv, c.tk, c.d}, 33);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+      Tensor all = ops::scaled_dot_product_attention(q, k, v, scale, true);
+      for (size_t t = 0; t < c.tq; ++t) {
+        const size_t keys = c.tk - c.tq + t + 1;
+        Tensor one = ops::scaled_dot_product_attention(q.narrow(2, t, 1), k.narrow(2, 0, keys),
+                                                       v.narrow(2, 0, keys), scale, true);
+        EXPECT_EQ(all.narrow(2, t, 1).flatten_all().to_vec1<float>(), one.flatten_all().to_vec1<float>())
+            << "h " << c.h << "/" << c.hkv << " d " << c.d << " query " << t << " narrow " << narrow;
+      }
+      // and the same values as the tensor-op version
+      EXPECT_LT(max_abs_diff(all, ops::scaled_dot_product_attention_slow(q, k, v, scale, true)), 2e-5f);
+      unsetenv("CANDLE_CPU_ATTN_NARROW");
     }
-  }
 }
 
 // Under autograd the op takes the tensor-op path, so gradients flow to q, k and v.
