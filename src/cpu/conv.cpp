@@ -206,22 +206,21 @@ bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* b
 #define CANDLE_CONV_CLONES
 #endif
 
-// 16 floats as one GCC vector (a zmm register with AVX-512, two ymm with AVX2).
-typedef float V16 __attribute__((vector_size(64)));
-
-// One output row of a direct conv with CO (<= 8) output channels into acc [CO][ow]: 16
-// outputs at a time, their CO sums in vector registers, over every (c_in, ky, kx) in that
-// order. Out-of-image taps read 0, which adds exactly what skipping them would.
-template <size_t CO>
+// One output row of a direct conv with CO (<= 8) output channels into acc [CO][ow]: L outputs at
+// a time (one GCC vector: L = 16 only where the clone has 512-bit registers; GCC kept 16-float
+// vectors of the AVX2 clone on the stack, 7x slower than 8-float ones there, bits the same), their
+// CO sums in vector registers, over every (c_in, ky, kx) in that order. Out-of-image taps read 0,
+// which adds exactly what skipping them would.
+template <size_t CO, size_t L>
 CANDLE_CONV_CLONES void direct_row(const float* __restrict in_b, const float* __restrict ker, size_t cin,
                                    size_t kh, size_t kw, ptrdiff_t ih, ptrdiff_t iw, ptrdiff_t ph,
                                    ptrdiff_t pw, size_t y, size_t ow, float* __restrict acc) {
-  constexpr size_t L = 16;
+  typedef float V __attribute__((vector_size(L * sizeof(float))));
   const size_t ihw = static_cast<size_t>(ih * iw), ktaps = kh * kw, wstride = cin * ktaps;
   for (size_t x0 = 0; x0 < ow; x0 += L) {
     const size_t n = std::min(L, ow - x0);
-    V16 a[CO];
-    for (size_t co = 0; co < CO; ++co) a[co] = V16{};
+    V a[CO];
+    for (size_t co = 0; co < CO; ++co) a[co] = V{};
     for (size_t ci = 0; ci < cin; ++ci) {
       const float* plane = in_b + ci * ihw;
       const float* wc = ker + ci * ktaps;
@@ -231,7 +230,7 @@ CANDLE_CONV_CLONES void direct_row(const float* __restrict in_b, const float* __
         const float* row = plane + iy * iw;
         for (size_t kx = 0; kx < kw; ++kx) {
           const ptrdiff_t ix0 = static_cast<ptrdiff_t>(x0 + kx) - pw;
-          V16 v;
+          V v;
           if (ix0 >= 0 && ix0 + static_cast<ptrdiff_t>(L) <= iw) {
             std::memcpy(&v, row + ix0, sizeof(v));
           } else {
@@ -255,6 +254,22 @@ CANDLE_CONV_CLONES void direct_row(const float* __restrict in_b, const float* __
   }
 }
 
+// direct_row for cout output channels (1 to 8)
+template <size_t L>
+void direct_rows(size_t cout, const float* in_b, const float* ker, size_t cin, size_t kh, size_t kw,
+                 ptrdiff_t ih, ptrdiff_t iw, ptrdiff_t ph, ptrdiff_t pw, size_t y, size_t ow, float* acc) {
+  switch (cout) {
+    case 1: direct_row<1, L>(in_b, ker, cin, kh, kw, ih, iw, ph, pw, y, ow, acc); break;
+    case 2: direct_row<2, L>(in_b, ker, cin, kh, kw, ih, iw, ph, pw, y, ow, acc); break;
+    case 3: direct_row<3, L>(in_b, ker, cin, kh, kw, ih, iw, ph, pw, y, ow, acc); break;
+    case 4: direct_row<4, L>(in_b, ker, cin, kh, kw, ih, iw, ph, pw, y, ow, acc); break;
+    case 5: direct_row<5, L>(in_b, ker, cin, kh, kw, ih, iw, ph, pw, y, ow, acc); break;
+    case 6: direct_row<6, L>(in_b, ker, cin, kh, kw, ih, iw, ph, pw, y, ow, acc); break;
+    case 7: direct_row<7, L>(in_b, ker, cin, kh, kw, ih, iw, ph, pw, y, ow, acc); break;
+    default: direct_row<8, L>(in_b, ker, cin, kh, kw, ih, iw, ph, pw, y, ow, acc); break;
+  }
+}
+
 // A direct conv for few output channels (stride 1, dilation 1, one group, f32). Im2col + GEMM
 // makes a GEMM of c_out rows (3x3 64 -> 4 at 512² ran at 8 GFLOP/s); here each input row is
 // read once per tap for all output channels, whose sums stay in registers. An output's bits do
@@ -270,21 +285,16 @@ bool conv2d_direct_few_outputs(const ConvGeom& g, const float* in, const float* 
   const size_t rows = g.b * oh;
   const double macs = double(g.b) * double(cout) * double(ohw) * double(cin * g.kh * g.kw);
   const size_t grain = macs < kParallelMacs ? rows : 1;
+  const bool wide = has_avx512f();
   parallel_for(rows, grain, [&](size_t r0, size_t r1) {
     std::vector<float> acc(cout * ow);
     for (size_t r = r0; r < r1; ++r) {
       const size_t bi = r / oh, y = r % oh;
       const float* in_b = in + bi * cin * g.ih * g.iw;
-      switch (cout) {
-        case 1: direct_row<1>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
-        case 2: direct_row<2>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
-        case 3: direct_row<3>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
-        case 4: direct_row<4>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
-        case 5: direct_row<5>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
-        case 6: direct_row<6>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
-        case 7: direct_row<7>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
-        default: direct_row<8>(in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data()); break;
-      }
+      if (wide)
+        direct_rows<16>(cout, in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data());
+      else
+        direct_rows<8>(cout, in_b, ker, cin, g.kh, g.kw, ih, iw, ph, pw, y, ow, acc.data());
       for (size_t co = 0; co < cout; ++co) {
         float* dst = out + (bi * cout + co) * ohw + y * ow;
         std::memcpy(dst, acc.data() + co * ow, ow * sizeof(float));
