@@ -71,8 +71,11 @@ __global__ void __launch_bounds__(kWarps * 32)
       tlo = lo < tlo ? lo : tlo;
       thi = hi > thi ? hi : thi;
     }
-    if (splits > 1) {  // this block's share of the keys: whole tiles of kKeys
-      const int64_t chunk = ((thi - tlo + splits - 1) / splits + kKeys - 1) / kKeys * kKeys;
+    if (splits > 1) {  // this block's share of the keys: whole tiles of kKeys, as even as they go
+      // (the keys' share rounded up to whole tiles left half the blocks idle: 191 keys in 6 splits
+      // took 64 keys each, 3 blocks of 2 tiles)
+      const int64_t ntiles = (thi - tlo + kKeys - 1) / kKeys;
+      const int64_t chunk = (ntiles + splits - 1) / splits * kKeys;
       const int64_t s0 = tlo + split * chunk, s1 = s0 + chunk < thi ? s0 + chunk : thi;
       tlo = s0 < thi ? s0 : thi;
       thi = s1 > tlo ? s1 : tlo;
@@ -237,7 +240,8 @@ int attention_splits(const AttnGeo& g, int sm_count) {
   constexpr int64_t kKeysPerSplit = 32;
   if (units >= target || g.tk < kKeysPerSplit) return 1;
   int64_t splits = (target + units - 1) / units;
-  const int64_t by_keys = g.tk / kKeysPerSplit;
+  // (one tile a split at most: 216 keys in 6 splits left some blocks 2 tiles, the step's critical path)
+  const int64_t by_keys = (g.tk + kKeysPerSplit - 1) / kKeysPerSplit;
   splits = splits < by_keys ? splits : by_keys;
   splits = splits < 64 ? splits : 64;
   return splits < 2 ? 1 : static_cast<int>(splits);
