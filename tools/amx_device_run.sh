@@ -1,8 +1,9 @@
 #!/bin/bash
 # The AMX kernels (issue 15) on the GPU machine's Xeon: the packed-weight tests with the real tiles,
 # the kernels against ggml's with AMX and with it off (CANDLE_QMATMUL_ISA=avx512), then the LLM
-# bench beside llama.cpp (which uses AMX there too). Carry .devdeps-llm (see docs/performance.md):
-#   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/amx_device_run.sh
+# bench beside llama.cpp (which uses AMX there too). Carry .devdeps and .devdeps-ggml (tools/devdeps-ggml.sh):
+#   mkdir -p /tmp/ggml && tar -C /tmp/ggml -xJf .devdeps-ggml/ggml.tar.xz && source .devdeps/devenv.sh &&
+#   CANDLE_LLAMA_LIB_DIR=/tmp/ggml bash tools/amx_device_run.sh
 # Options (environment): QM, QTYPES, TYPES, THREADS, KERN7B=1 (issue 14's 7B-shape table, every type),
 # SKIP_BENCH=1 (no LLM table beside llama.cpp), AB_TYPES (the pp512 AMX A/B), CHUNK_TYPES (pp512 with
 # CANDLE_PREFILL_CHUNK 0 / 256), SPLITS / SPLIT_TYPES (the decode split), WAIT_TYPES (OMP_WAIT_POLICY A/B).

@@ -4,8 +4,10 @@
 # beside ggml's with the weights from DRAM (--cold-mb), the decode tiles' software prefetch
 # (CANDLE_QMM_DECODE_PREFETCH), the per-token fixed cost (a 22-layer model of tiny matrices) and
 # TinyLlama's pp512 / tg128 beside llama.cpp, then the decoder's phases (CANDLE_DECODER_PROFILE=1) at
-# 4 and 16 threads. Carry .devdeps-llm; send the output to $OUT so that a timeout keeps what ran:
-#   source .devdeps-llm/devenv.sh && CANDLE_LLAMA_LIB_DIR=$PWD/.devdeps-llm/ggml bash tools/decode_scaling_device_run.sh > $OUT/run.log 2>&1
+# 4 and 16 threads. Carry .devdeps and .devdeps-ggml (tools/devdeps-ggml.sh: llama.cpp's libraries,
+# xz-packed); send the output to $OUT so that a timeout keeps what ran:
+#   mkdir -p /tmp/ggml && tar -C /tmp/ggml -xJf .devdeps-ggml/ggml.tar.xz && source .devdeps/devenv.sh &&
+#   CANDLE_LLAMA_LIB_DIR=/tmp/ggml bash tools/decode_scaling_device_run.sh > $OUT/run.log 2>&1
 # Options (environment): KTHREADS (the kernels' thread counts), PF (prefetch distances), SCALE_THREADS,
 # TYPES (TinyLlama types), SKIP_KERNELS=1, COLD7B=1, SKIP_LLM=1, PROFILE_THREADS, GROUP_AB=1 (the
 # LLM bench with q|k|v and gate|up apart and grouped: CANDLE_GROUP_PROJECTIONS=0 / 1).
