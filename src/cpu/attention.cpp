@@ -236,6 +236,13 @@ void keys_transposed(const Operand4<T>& k, size_t bi, size_t kvh, size_t j0, siz
   }
 }
 
+// Buffer i (0-3) of the calling thread, at least n floats (kept for the thread's next calls)
+std::vector<float>& scratch(size_t i, size_t n) {
+  thread_local std::vector<float> bufs[4];
+  if (bufs[i].size() < n) bufs[i].resize(n);
+  return bufs[i];
+}
+
 struct Dims {
   size_t b, h, hkv, tq, tk, d, dv;
 };
@@ -325,13 +332,12 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
   const char* narrow = std::getenv("CANDLE_CPU_ATTN_NARROW");
   const bool wide = has_avx512f() && !(narrow && std::string(narrow) == "1");
   cpu::parallel_for_dynamic(n.b * n.hkv * tiles, grain, [&](size_t u0, size_t u1) {
-    std::vector<float> qf(kQueryTile * n.d), kt, vf;
-    if (!shared) {
-      kt.resize(kKeyBlock * n.d);
-      if (!kValuesInPlace) vf.resize(kKeyBlock * n.dv);
-    }
-    std::vector<float> acc(kQueryTile * n.dv), m(kQueryTile), l(kQueryTile), s(kQueryTile * kKeyBlock),
-        corr(kQueryTile);
+    // (the rows' buffers a thread keeps from call to call: items are handed out one by one, and each
+    // handing had allocated them anew)
+    std::vector<float>&qf = scratch(0, kQueryTile * n.d), &acc = scratch(1, kQueryTile * n.dv);
+    std::vector<float>&kt = scratch(2, shared ? 0 : kKeyBlock * n.d),
+    &vf = scratch(3, shared || kValuesInPlace ? 0 : kKeyBlock * n.dv);
+    float m[kQueryTile], l[kQueryTile], corr[kQueryTile], s[kQueryTile * kKeyBlock];
     size_t vis_lo[kQueryTile], vis_hi[kQueryTile], pos[kQueryTile];
     for (size_t u = u0; u < u1; ++u) {
       const size_t tile = tiles - 1 - u % tiles, bk = u / tiles, bi = bk / n.hkv, kvh = bk % n.hkv;
@@ -349,8 +355,8 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
         tile_hi = std::max(tile_hi, hi);
       }
       std::fill(acc.begin(), acc.begin() + rows * n.dv, 0.0f);
-      std::fill(m.begin(), m.begin() + rows, neg_inf);
-      std::fill(l.begin(), l.begin() + rows, 0.0f);
+      std::fill(m, m + rows, neg_inf);
+      std::fill(l, l + rows, 0.0f);
       for (size_t j0 = tile_lo / kKeyBlock * kKeyBlock; j0 < tile_hi; j0 += kKeyBlock) {
         const size_t nb = std::min(kKeyBlock, tile_hi - j0);
         // the block's keys transposed (kb, ldk apart) and values (vb, ldv apart)
@@ -378,7 +384,7 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
         size_t r = 0;
         auto scores = [&](auto kernel, size_t R) {
           for (; r + R <= rows; r += R)
-            kernel(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s.data() + r * kKeyBlock);
+            kernel(qf.data() + r * n.d, n.d, kb, kld, n.d, p.scale, s + r * kKeyBlock);
         };
         if (wide) {
           scores(block_scores<4, 4, 16>, 4);
@@ -397,7 +403,7 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
           vis_lo[r] = vis_hi[r] = 0;
           corr[r] = 1.0f;
           if (a >= e) continue;
-          float* sr = s.data() + r * kKeyBlock;
+          float* sr = s + r * kKeyBlock;
           std::fill(sr, sr + (a - j0), neg_inf);
           std::fill(sr + (e - j0), sr + nb, neg_inf);
           if (p.softcap > 0.0f)
@@ -417,8 +423,8 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
         // of the keys either way: a row's bits are the same)
         auto edges = [&](size_t r1, float c, size_t from, size_t to) {
           if (from == to && c == 1.0f) return;
-          scale_accumulate(acc.data() + r1 * n.dv, n.dv, c, s.data() + r1 * kKeyBlock + from, vb + from * ldv,
-                           ldv, to - from);
+          scale_accumulate(acc.data() + r1 * n.dv, n.dv, c, s + r1 * kKeyBlock + from, vb + from * ldv, ldv,
+                           to - from);
         };
         auto accumulate_group = [&](size_t r0g, size_t g, auto together) {
           size_t A = 0, E = kKeyBlock;
@@ -432,7 +438,7 @@ StoragePtr attention_impl(const Operand4<T>& q, const Operand4<T>& k, const Oper
             return;
           }
           for (size_t i = r0g; i < r0g + g; ++i) edges(i, corr[i], vis_lo[i], A);
-          together(acc.data() + r0g * n.dv, n.dv, n.dv, s.data() + r0g * kKeyBlock, vb, ldv, A, E);
+          together(acc.data() + r0g * n.dv, n.dv, n.dv, s + r0g * kKeyBlock, vb, ldv, A, E);
           for (size_t i = r0g; i < r0g + g; ++i)
             if (E < vis_hi[i]) edges(i, 1.0f, E, vis_hi[i]);
         };

@@ -208,7 +208,7 @@ bool conv2d_gemm_images(const ConvGeom& g, const T* in, const T* ker, const T* b
 
 // One output row of a direct conv with CO (<= 8) output channels into acc [CO][ow]: L outputs at
 // a time (one GCC vector: L = 16 only where the clone has 512-bit registers; GCC kept 16-float
-// vectors of the AVX2 clone on the stack, 7x slower than 8-float ones there, bits the same), their
+// vectors of the AVX2 clone on the stack, 4-13x slower than 8-float ones there, bits the same), their
 // CO sums in vector registers, over every (c_in, ky, kx) in that order. Out-of-image taps read 0,
 // which adds exactly what skipping them would.
 template <size_t CO, size_t L>
