@@ -7,6 +7,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "pack.cuh"
 
 namespace candle::cuda_k::ew {
 
@@ -210,11 +211,6 @@ template <typename S>
 constexpr int pack_of() {
   return sizeof(S) >= 16 ? 1 : static_cast<int>(16 / sizeof(S));
 }
-template <typename S, int V>
-struct alignas(sizeof(S) * V) Pack {
-  S v[V];
-};
-inline bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 template <typename S, typename F>
 __global__ void map1_dense_k(const S* __restrict__ x, S* __restrict__ out, uint64_t n, F f) {
@@ -472,9 +468,10 @@ inline cudaError_t with_unary(UnaryOp op, Fn&& fn) {
     CANDLE_U(Exp)
     CANDLE_U(Log)
     CANDLE_U(Sin)
-    CANDLE_U(Cos) CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr) CANDLE_U(Sqrt) CANDLE_U(Gelu) CANDLE_U(GeluErf)
-        CANDLE_U(Erf) CANDLE_U(Relu) CANDLE_U(Silu) CANDLE_U(Ceil) CANDLE_U(Floor) CANDLE_U(Round)
-            CANDLE_U(Sign) CANDLE_U(Sigmoid)
+    CANDLE_U(Cos)
+    CANDLE_U(Tanh) CANDLE_U(Abs) CANDLE_U(Sqr) CANDLE_U(Sqrt) CANDLE_U(Gelu) CANDLE_U(GeluErf) CANDLE_U(Erf)
+        CANDLE_U(Relu) CANDLE_U(Silu) CANDLE_U(Ceil) CANDLE_U(Floor) CANDLE_U(Round) CANDLE_U(Sign)
+            CANDLE_U(Sigmoid)
 #undef CANDLE_U
   }
   return cudaErrorInvalidValue;

@@ -66,16 +66,23 @@ struct AttnOpts {
   uint32_t fault_tag = 0;
   uint32_t* fault = nullptr;
 };
-// With splits > 1 the visible keys of each block are cut into `splits` ranges run by separate
-// blocks (for a grid too small to fill `sm_count` SMs: decode steps), which write their partial
-// running max, sum and accumulator to `part` (attention_part_floats(g, splits) floats) instead of
-// out; attention_combine then merges them into out.
-int attention_splits(const AttnGeo& g, int sm_count);
+// How a call runs. `decode`: few query rows per kv head (group x tq <= 8: a decode step, GQA or
+// not) with aligned keys and values take a decode kernel (CANDLE_CUDA_ATTN_DECODE: the tile form by
+// default, "rows" the row form, "0" neither). With splits > 1 the visible keys of each kv head are
+// cut into `splits` ranges run by separate blocks (a grid too small to fill the SMs: decode steps),
+// which write their partial running max, sum and accumulator to `part` (attention_part_floats
+// floats); a decode kernel's last block of a head merges them (`counters`: kAttnCounters zeroed
+// words that it leaves zeroed), the general kernel's are merged by a second kernel.
+struct AttnPlan {
+  enum class Decode { None, Tile, Rows };
+  int splits = 1;
+  Decode decode = Decode::None;
+};
+constexpr int64_t kAttnCounters = 16384;
+AttnPlan attention_plan(Dt dt, const void* k, const void* v, const AttnGeo& g, int sm_count);
 size_t attention_part_floats(const AttnGeo& g, int splits);
 cudaError_t attention(Dt dt, const void* q, const void* k, const void* v, const AttnGeo& g, const AttnOpts& o,
-                      int splits, float* part, void* out, cudaStream_t s);
-cudaError_t attention_combine(Dt dt, const AttnGeo& g, int splits, const float* part, void* out,
-                              cudaStream_t s);
+                      const AttnPlan& plan, float* part, uint32_t* counters, void* out, cudaStream_t s);
 // The softmax between the two GEMMs of prefill attention (src/cuda/ops_nn.cpp): s holds
 // `blocks` x `rows` rows of n scores (row stride n, the scale already applied); row r of each block
 // is the query at index (q0 + r) % tq, at position offset + that index, and sees keys as AttnOpts

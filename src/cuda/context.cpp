@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "candle/error.h"
+#include "launch_nn.h"
 
 namespace candle::cuda_backend {
 
@@ -104,6 +105,10 @@ std::shared_ptr<Context> Context::open(size_t ordinal) {
   std::memset(c->fault_host_, 0, 64);
   check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&c->fault_dev_), c->fault_host_, 0),
         "cudaHostGetDevicePointer");
+  const size_t counter_bytes = sizeof(uint32_t) * cuda_k::kAttnCounters;
+  check(cudaMalloc(reinterpret_cast<void**>(&c->attn_counters_), counter_bytes),
+        "cudaMalloc (attention counters)");
+  check(cudaMemset(c->attn_counters_, 0, counter_bytes), "cudaMemset (attention counters)");
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   c->cache_limit_ = total_b / 2;
@@ -130,6 +135,7 @@ Context::~Context() {
     if (staged_[i]) cudaEventDestroy(staged_[i]);
   }
   if (fault_host_) cudaFreeHost(fault_host_);
+  if (attn_counters_) cudaFree(attn_counters_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 

@@ -128,6 +128,10 @@ class Context {
   // [lo, hi] writes {tag, 0, count, 0} and clamps it; the error (InvalidArgument) names `op`.
   IdCheck register_count_check(const char* op, size_t lo, size_t hi, const std::string& what);
 
+  // cuda_k::kAttnCounters zeroed words for the attention's splits to count themselves in (each
+  // launch leaves them zeroed; stream order keeps launches apart).
+  uint32_t* attention_counters() const { return attn_counters_; }
+
   // Counts one kernel launch (cuda::stats().launches) and throws on a launch error.
   void launched(cudaError_t e, const char* kernel);
 
@@ -160,6 +164,7 @@ class Context {
   std::mutex fault_mu_;
   uint32_t* fault_host_ = nullptr;  // pinned, mapped
   uint32_t* fault_dev_ = nullptr;
+  uint32_t* attn_counters_ = nullptr;
   uint32_t next_tag_ = 1;
   struct Check {
     std::string op, shape;

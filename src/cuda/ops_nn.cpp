@@ -299,17 +299,14 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
     return out;
   }
   // a grid too small for the card (a decode step over a long cache): the keys split over more
-  // blocks, their partial results merged by a second kernel
-  const int splits = cuda_k::attention_splits(g, ctx().sm_count());
+  // blocks, their partial results merged by the last one (the decode kernel) or a second kernel
+  const void *qp = q.src.s->at(q.src.first), *kp = k.src.s->at(k.src.first), *vp = v.src.s->at(v.src.first);
+  const cuda_k::AttnPlan plan = cuda_k::attention_plan(dt_of(dtype_), kp, vp, g, ctx().sm_count());
   CuStoragePtr part;
-  if (splits > 1) part = cdev().make(DType::F32, cuda_k::attention_part_floats(g, splits));
-  float* pp = part ? part->ptr<float>() : nullptr;
-  ctx().launched(cuda_k::attention(dt_of(dtype_), q.src.s->at(q.src.first), k.src.s->at(k.src.first),
-                                   v.src.s->at(v.src.first), g, o, splits, pp, out->at(0), stream()),
+  if (plan.splits > 1) part = cdev().make(DType::F32, cuda_k::attention_part_floats(g, plan.splits));
+  ctx().launched(cuda_k::attention(dt_of(dtype_), qp, kp, vp, g, o, plan, part ? part->ptr<float>() : nullptr,
+                                   ctx().attention_counters(), out->at(0), stream()),
                  "scaled_dot_product_attention");
-  if (splits > 1)
-    ctx().launched(cuda_k::attention_combine(dt_of(dtype_), g, splits, pp, out->at(0), stream()),
-                   "scaled_dot_product_attention (combine)");
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 
@@ -147,6 +148,17 @@ CANDLE_DEVICE_TEST(NnFusedDevice, AttentionCausalWindowSoftcapGqaStrided) {
       {"decode-split", 1, 4, 1, 1, 1000, 64, 64, {0.125f, true, 0, 0.0f}, false},
       {"split-window", 1, 2, 1, 2, 1200, 32, 48, {0.18f, true, 40, 0.0f}, false},
       {"split-noncausal", 2, 1, 1, 3, 777, 16, 16, {0.25f, false, 0, 3.0f}, true},
+      // CUDA's decode kernel (<= 8 query rows a kv head, value rows of 64 / 128 / 256): TinyLlama's
+      // and LLaMA-7B's decode shapes, one split and many, two query rows, rows of a group of 3
+      // padded to 4, a window with a softcap, a key width that is no value width
+      {"dec-gqa8", 1, 32, 4, 1, 190, 64, 64, {0.125f, true, 0, 0.0f}, false},
+      {"dec-gqa8-long", 1, 32, 4, 1, 2047, 64, 64, {0.125f, true, 0, 0.0f}, false},
+      {"dec-mha", 1, 32, 32, 1, 300, 128, 128, {0.088f, true, 0, 0.0f}, false},
+      {"dec-short", 1, 8, 1, 1, 3, 64, 64, {0.125f, true, 0, 0.0f}, false},
+      {"dec-2rows", 2, 8, 2, 2, 333, 64, 64, {0.125f, true, 0, 0.0f}, true},
+      {"dec-group3", 1, 6, 2, 1, 100, 64, 128, {0.2f, false, 0, 0.0f}, false},
+      {"dec-window-cap", 1, 8, 2, 1, 500, 128, 128, {0.088f, true, 100, 30.0f}, false},
+      {"dec-d72-dv256", 1, 2, 1, 1, 150, 72, 256, {0.1f, true, 0, 0.0f}, false},
   };
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     if (dt != DType::F32 && !dev.is_cuda()) continue;
@@ -163,11 +175,16 @@ CANDLE_DEVICE_TEST(NnFusedDevice, AttentionCausalWindowSoftcapGqaStrided) {
                             : Layout::contiguous(Shape{c.b, c.h, c.tq, c.d});
       const Layout kl = Layout::contiguous(Shape{c.b, c.hkv, c.tk, c.d});
       const Layout vl = Layout::contiguous(Shape{c.b, c.hkv, c.tk, c.dv});
-      auto got = q.vk->scaled_dot_product_attention(ql, *k.vk, kl, *v.vk, vl, c.p);
-      if (!have(dev, got, what)) continue;
-      expect_close(as_f32(*got),
-                   as_f32(*q.cpu->scaled_dot_product_attention(ql, *k.cpu, kl, *v.cpu, vl, c.p)), t.atol,
-                   t.rtol, what);
+      const auto want = as_f32(*q.cpu->scaled_dot_product_attention(ql, *k.cpu, kl, *v.cpu, vl, c.p));
+      // CUDA: both forms of its decode kernel (CANDLE_CUDA_ATTN_DECODE, read at each call)
+      for (const char* form : {"tile", "rows"}) {
+        if (dev.is_cuda()) setenv("CANDLE_CUDA_ATTN_DECODE", form, 1);
+        auto got = q.vk->scaled_dot_product_attention(ql, *k.vk, kl, *v.vk, vl, c.p);
+        if (dev.is_cuda()) unsetenv("CANDLE_CUDA_ATTN_DECODE");
+        if (!have(dev, got, what)) break;
+        expect_close(as_f32(*got), want, t.atol, t.rtol, what + " " + form);
+        if (!dev.is_cuda()) break;
+      }
     }
   }
 }
