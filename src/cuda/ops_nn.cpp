@@ -307,6 +307,8 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
   ctx().launched(cuda_k::attention(dt_of(dtype_), qp, kp, vp, g, o, plan, part ? part->ptr<float>() : nullptr,
                                    ctx().attention_counters(), out->at(0), stream()),
                  "scaled_dot_product_attention");
+  if (plan.decode == cuda_k::AttnPlan::Decode::None && plan.splits > 1)
+    counters().launches++;  // its merge kernel
   return out;
 }
 
