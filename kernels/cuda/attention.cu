@@ -12,6 +12,7 @@
 #include "launch_nn.h"
 #include "nn_common.cuh"
 #include "pack.cuh"
+#include "qacts.cuh"
 
 namespace candle::cuda_k {
 namespace {
@@ -310,6 +311,20 @@ __device__ __forceinline__ float split_weights(const float* pr, int splits, int 
 // 2864 against 4796; but at ~200 keys Nsight Compute gave this kernel 22 us, as long as the general
 // kernel and its merge: a warp carries all R rows (~2k instructions a tile at ~7 cycles each) and
 // a short context keeps ~8 warps busy on the whole GPU. The row form below answers that.
+// A decode step's output rows of one kv head (tq 1: the group's rows, adjacent in out from element
+// `first`) quantized for the matmul after attention when q8 asks for it (qacts.cuh), by the block's
+// warps once all of them have written their rows.
+template <typename S>
+__device__ __forceinline__ void quantize_out(const S* __restrict__ out, int64_t first, int64_t elems,
+                                             const ActsQ8Out& q8) {
+  if (q8.q[0] == nullptr && q8.q[1] == nullptr) return;
+  __syncthreads();
+  qacts::warp_share(
+      [&](uint64_t i) { return static_cast<float>(load(out[first + static_cast<int64_t>(i)])); },
+      static_cast<uint64_t>(elems), static_cast<uint64_t>(first), threadIdx.x >> 5, blockDim.x >> 5,
+      threadIdx.x & 31, q8, true);
+}
+
 constexpr int kDecWarps = 4;
 constexpr int kDecMaxSplits = 64;
 constexpr int kDecMaxRows = 8;
@@ -318,7 +333,7 @@ template <typename S, int R, int CV>
 __global__ void __launch_bounds__(kDecWarps * 32)
     attn_decode_kernel(const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v, AttnGeo g,
                        AttnOpts o, int splits, float* __restrict__ part, uint32_t* __restrict__ counters,
-                       S* __restrict__ out) {
+                       S* __restrict__ out, const __grid_constant__ ActsQ8Out q8) {
   pdl_entry();
   constexpr int dv = 32 * CV;
   constexpr int kPerRow = dv * static_cast<int>(sizeof(S)) / 16;  // 16-byte chunks of a value row
@@ -468,7 +483,7 @@ __global__ void __launch_bounds__(kDecWarps * 32)
       pr[2 + c] = a;
     }
   }
-  if (splits == 1) return;
+  if (splits == 1) return quantize_out(out, row_out(0) * dv, rows * dv, q8);
   // the last split of the kv head to finish merges them all
   if (!last_to_finish(counters + unit, splits)) return;
   for (int r = warp; r < rows; r += kDecWarps) {
@@ -485,6 +500,7 @@ __global__ void __launch_bounds__(kDecWarps * 32)
     out[row_out(r) * dv + c] = store<S>(a * inv_l[r]);
   }
   if (threadIdx.x == 0) counters[unit] = 0;  // for the next call (every split has counted)
+  quantize_out(out, row_out(0) * dv, rows * dv, q8);
 }
 
 template <typename S>
@@ -499,7 +515,7 @@ inline size_t decode_smem_bytes(size_t elem, int64_t d, int64_t dv, int rows) {
 
 template <typename S, int R, int CV>
 cudaError_t launch_decode(const S* q, const S* k, const S* v, const AttnGeo& g, const AttnOpts& o, int splits,
-                          float* part, uint32_t* counters, S* out, cudaStream_t s) {
+                          float* part, uint32_t* counters, S* out, const ActsQ8Out& q8, cudaStream_t s) {
   const size_t bytes = decode_smem_bytes(sizeof(S), g.d, g.dv, R);
   auto kernel = attn_decode_kernel<S, R, CV>;
   if (bytes > 48 * 1024) {
@@ -509,21 +525,21 @@ cudaError_t launch_decode(const S* q, const S* k, const S* v, const AttnGeo& g, 
   }
   const int64_t blocks = g.b * g.hkv * splits;
   kernel<<<static_cast<unsigned>(blocks), kDecWarps * 32, bytes, s>>>(q, k, v, g, o, splits, part, counters,
-                                                                      out);
+                                                                      out, q8);
   return cudaGetLastError();
 }
 
 template <typename S, int R>
 cudaError_t decode_by_cv(const S* q, const S* k, const S* v, const AttnGeo& g, const AttnOpts& o, int splits,
-                         float* part, uint32_t* counters, S* out, cudaStream_t s) {
+                         float* part, uint32_t* counters, S* out, const ActsQ8Out& q8, cudaStream_t s) {
   switch (g.dv) {
-    case 64: return launch_decode<S, R, 2>(q, k, v, g, o, splits, part, counters, out, s);
-    case 128: return launch_decode<S, R, 4>(q, k, v, g, o, splits, part, counters, out, s);
-    default: return launch_decode<S, R, 8>(q, k, v, g, o, splits, part, counters, out, s);
+    case 64: return launch_decode<S, R, 2>(q, k, v, g, o, splits, part, counters, out, q8, s);
+    case 128: return launch_decode<S, R, 4>(q, k, v, g, o, splits, part, counters, out, q8, s);
+    default: return launch_decode<S, R, 8>(q, k, v, g, o, splits, part, counters, out, q8, s);
   }
 }
 
-// ---- the decode kernel, row form (CANDLE_CUDA_ATTN_DECODE=rows; compiled, not yet run on a GPU) ----
+// ---- the decode kernel, row form (by default from 4 query rows a kv head: decode_form) ----
 // One block per (batch, kv head, split) and one warp per query row of the kv head (its group x tq
 // rows, <= 8): a decode step's GQA group shares each value tile, and every warp carries a single
 // row, so its chains are short and the SM holds several warps. The split's keys go in tiles of 32:
@@ -537,7 +553,8 @@ template <typename S, int CV>
 __global__ void __launch_bounds__(kDecMaxRows * 32)
     attn_decode_rows_kernel(const S* __restrict__ q, const S* __restrict__ k, const S* __restrict__ v,
                             AttnGeo g, AttnOpts o, int splits, float* __restrict__ part,
-                            uint32_t* __restrict__ counters, S* __restrict__ out) {
+                            uint32_t* __restrict__ counters, S* __restrict__ out,
+                            const __grid_constant__ ActsQ8Out q8) {
   pdl_entry();
   constexpr int dv = 32 * CV;
   constexpr int kElems = 16 / static_cast<int>(sizeof(S));  // elements of a 16-byte chunk
@@ -639,7 +656,7 @@ __global__ void __launch_bounds__(kDecMaxRows * 32)
     S* dst = out + row * dv + lane * CV;
 #pragma unroll
     for (int c = 0; c < CV; ++c) dst[c] = store<S>(acc[c] * inv);
-    return;
+    return quantize_out(out, (row - warp) * dv, rows * dv, q8);
   }
   {
     float* pr = part + (row * splits + split) * (dv + 2);
@@ -665,6 +682,7 @@ __global__ void __launch_bounds__(kDecMaxRows * 32)
 #pragma unroll
   for (int c = 0; c < CV; ++c) dst[c] = store<S>(a[c] * inv);
   if (threadIdx.x == 0) counters[unit] = 0;  // for the next call (every split has counted)
+  quantize_out(out, (row - warp) * dv, rows * dv, q8);
 }
 
 inline size_t rows_smem_bytes(size_t elem, int64_t d, int64_t dv, int64_t rows) {
@@ -673,7 +691,7 @@ inline size_t rows_smem_bytes(size_t elem, int64_t d, int64_t dv, int64_t rows) 
 
 template <typename S, int CV>
 cudaError_t launch_rows(const S* q, const S* k, const S* v, const AttnGeo& g, const AttnOpts& o, int splits,
-                        float* part, uint32_t* counters, S* out, cudaStream_t s) {
+                        float* part, uint32_t* counters, S* out, const ActsQ8Out& q8, cudaStream_t s) {
   const int64_t rows = (g.h / g.hkv) * g.tq;
   const size_t bytes = rows_smem_bytes(sizeof(S), g.d, g.dv, rows);
   auto kernel = attn_decode_rows_kernel<S, CV>;
@@ -683,18 +701,19 @@ cudaError_t launch_rows(const S* q, const S* k, const S* v, const AttnGeo& g, co
     if (e != cudaSuccess) return e;
   }
   const int64_t blocks = g.b * g.hkv * splits;
-  kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * rows), bytes, s>>>(q, k, v, g, o, splits,
-                                                                                        part, counters, out);
+  kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * rows), bytes, s>>>(
+      q, k, v, g, o, splits, part, counters, out, q8);
   return cudaGetLastError();
 }
 
 template <typename S>
 cudaError_t launch_rows_dv(const S* q, const S* k, const S* v, const AttnGeo& g, const AttnOpts& o,
-                           int splits, float* part, uint32_t* counters, S* out, cudaStream_t s) {
+                           int splits, float* part, uint32_t* counters, S* out, const ActsQ8Out& q8,
+                           cudaStream_t s) {
   switch (g.dv) {
-    case 64: return launch_rows<S, 2>(q, k, v, g, o, splits, part, counters, out, s);
-    case 128: return launch_rows<S, 4>(q, k, v, g, o, splits, part, counters, out, s);
-    default: return launch_rows<S, 8>(q, k, v, g, o, splits, part, counters, out, s);
+    case 64: return launch_rows<S, 2>(q, k, v, g, o, splits, part, counters, out, q8, s);
+    case 128: return launch_rows<S, 4>(q, k, v, g, o, splits, part, counters, out, q8, s);
+    default: return launch_rows<S, 8>(q, k, v, g, o, splits, part, counters, out, q8, s);
   }
 }
 
@@ -736,13 +755,17 @@ int general_splits(const AttnGeo& g, int sm_count) {
   return splits < 2 ? 1 : static_cast<int>(splits);
 }
 
-// The decode kernel's form (CANDLE_CUDA_ATTN_DECODE, read at each call so that tests can switch
-// it): "0" none (the general kernel), "rows" the row form (a warp a query row), else the tile form.
-AttnPlan::Decode decode_form() {
+// The decode kernel's form for `rows` query rows a kv head (CANDLE_CUDA_ATTN_DECODE, read at each
+// call so that tests can switch it): "0" none (the general kernel), "rows" the row form (a warp a
+// query row), "tile" the tile form; by default the row form from 4 rows (a GQA group) and the tile
+// form below. On the H100 (session 30) the row form took TinyLlama Q4_0's tg128 (8 rows) from 820.5
+// to 901.8 tokens/s and LLaMA-7B's (1 row) from 350.7 to 332.5; 4 rows were not measured.
+AttnPlan::Decode decode_form(int64_t rows) {
   const char* e = std::getenv("CANDLE_CUDA_ATTN_DECODE");
   if (e && std::string(e) == "0") return AttnPlan::Decode::None;
   if (e && std::string(e) == "rows") return AttnPlan::Decode::Rows;
-  return AttnPlan::Decode::Tile;
+  if (e && std::string(e) == "tile") return AttnPlan::Decode::Tile;
+  return rows >= 4 ? AttnPlan::Decode::Rows : AttnPlan::Decode::Tile;
 }
 
 // Keys a split (CANDLE_CUDA_ATTN_SPLIT_KEYS, a multiple of 32): by default 128 for the tile form
@@ -776,7 +799,7 @@ bool decode_fits(AttnPlan::Decode form, Dt dt, const void* k, const void* v, con
 AttnPlan attention_plan(Dt dt, const void* k, const void* v, const AttnGeo& g, int sm_count) {
   AttnPlan p;
   if (g.hkv <= 0 || g.h % g.hkv != 0) return p;
-  const AttnPlan::Decode form = decode_form();
+  const AttnPlan::Decode form = decode_form((g.h / g.hkv) * g.tq);
   if (!decode_fits(form, dt, k, v, g)) {
     p.splits = general_splits(g, sm_count);
     return p;
@@ -798,24 +821,28 @@ size_t attention_part_floats(const AttnGeo& g, int splits) {
 }
 
 cudaError_t attention(Dt dt, const void* q, const void* k, const void* v, const AttnGeo& g, const AttnOpts& o,
-                      const AttnPlan& plan, float* part, uint32_t* counters, void* out, cudaStream_t s) {
+                      const AttnPlan& plan, float* part, uint32_t* counters, void* out, cudaStream_t s,
+                      const ActsQ8Out& q8) {
   const int splits = plan.splits;
   const bool decode = plan.decode != AttnPlan::Decode::None;
   if (g.d > kAttnMaxD || g.dv > kAttnMaxD || g.hkv <= 0 || g.h % g.hkv != 0 || g.tq > g.tk || splits < 1 ||
       (splits > 1 && !part) || (decode && (splits > kDecMaxSplits || (splits > 1 && !counters))))
     return cudaErrorInvalidValue;
   if (g.b * g.h * g.tq * g.dv == 0) return cudaSuccess;
+  const int64_t span = (g.h / g.hkv) * g.tq * g.dv;  // a kv head's output rows
+  if (q8.any() && (!decode || g.tq != 1 || g.dv % 32 != 0 || (q8.q[1] && span % 256 != 0)))
+    return cudaErrorInvalidValue;
   return with_float(dt, [&]<typename S>() -> cudaError_t {
     const S *qq = static_cast<const S*>(q), *kk = static_cast<const S*>(k), *vv = static_cast<const S*>(v);
     S* oo = static_cast<S*>(out);
     if constexpr (decode_dtype<S>()) {
       if (plan.decode == AttnPlan::Decode::Rows)
-        return launch_rows_dv<S>(qq, kk, vv, g, o, splits, part, counters, oo, s);
+        return launch_rows_dv<S>(qq, kk, vv, g, o, splits, part, counters, oo, q8, s);
       if (decode) {
         const int64_t rows = (g.h / g.hkv) * g.tq;
-        if (rows <= 1) return decode_by_cv<S, 1>(qq, kk, vv, g, o, splits, part, counters, oo, s);
-        if (rows <= 4) return decode_by_cv<S, 4>(qq, kk, vv, g, o, splits, part, counters, oo, s);
-        return decode_by_cv<S, 8>(qq, kk, vv, g, o, splits, part, counters, oo, s);
+        if (rows <= 1) return decode_by_cv<S, 1>(qq, kk, vv, g, o, splits, part, counters, oo, q8, s);
+        if (rows <= 4) return decode_by_cv<S, 4>(qq, kk, vv, g, o, splits, part, counters, oo, q8, s);
+        return decode_by_cv<S, 8>(qq, kk, vv, g, o, splits, part, counters, oo, q8, s);
       }
     }
     if (decode) return cudaErrorInvalidValue;

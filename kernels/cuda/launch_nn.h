@@ -12,6 +12,7 @@
 
 #include "candle/op_kinds.h"
 #include "launch.h"
+#include "launch_quant.h"
 
 namespace candle::cuda_k {
 
@@ -22,16 +23,19 @@ enum class RowOp : uint8_t { Softmax, RmsNorm, LayerNorm, AddRmsNorm };
 // out is dense [n_rows, d]. alpha / beta: vectors of d elements with strides a_st / b_st (0:
 // one element broadcast), read by the norms only (beta by LayerNorm only). AddRmsNorm: `beta` is
 // the rows h added to x (row r at beta + r * b_st, elements adjacent) and out is dense
-// [2, n_rows, d]: the sums x + h rounded to the dtype, then their rms_norm.
+// [2, n_rows, d]: the sums x + h rounded to the dtype, then their rms_norm. q8 (RmsNorm and
+// AddRmsNorm of F32 / F16 / BF16 rows of a multiple of 32; of 256 for q8.q[1]): the normed rows
+// also quantized as quantize_acts_q8 quantizes them (launch_quant.h), in the same launch.
 cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, int64_t row_stride,
                    const void* alpha, int64_t a_st, const void* beta, int64_t b_st, float eps, void* out,
-                   cudaStream_t s);
+                   cudaStream_t s, const ActsQ8Out& q8 = {});
 
 // out[r, i] = silu(gate[r, i]) * up[r, i] over n_rows rows of d (row r of gate at gate + r *
 // g_stride, of up at up + r * u_stride, elements adjacent); out dense. silu is rounded to the
-// dtype before the product, as the two element-wise ops round it.
+// dtype before the product, as the two element-wise ops round it. q8 (F32 / F16 / BF16, d a
+// multiple of 32; of 256 for q8.q[1]): out also quantized as quantize_acts_q8 quantizes it.
 cudaError_t silu_mul(Dt dt, const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
-                     int64_t n_rows, int64_t d, void* out, cudaStream_t s);
+                     int64_t n_rows, int64_t d, void* out, cudaStream_t s, const ActsQ8Out& q8 = {});
 
 // ---- rotary embeddings (nn_rope.cu) ----
 // x: dims [d0, d1, d2, d] with strides xs ([b, h, t, d], HalvesThd: [b, t, h, d]); cos / sin:
@@ -72,7 +76,9 @@ struct AttnOpts {
 // cut into `splits` ranges run by separate blocks (a grid too small to fill the SMs: decode steps),
 // which write their partial running max, sum and accumulator to `part` (attention_part_floats
 // floats); a decode kernel's last block of a head merges them (`counters`: kAttnCounters zeroed
-// words that it leaves zeroed), the general kernel's are merged by a second kernel.
+// words that it leaves zeroed), the general kernel's are merged by a second kernel. q8 (a decode
+// kernel, tq 1; q8.q[1] only where a kv head's rows are whole units of 256): the output also
+// quantized as quantize_acts_q8 quantizes it (launch_quant.h), in the same launch.
 struct AttnPlan {
   enum class Decode { None, Tile, Rows };
   int splits = 1;
@@ -82,7 +88,8 @@ constexpr int64_t kAttnCounters = 16384;
 AttnPlan attention_plan(Dt dt, const void* k, const void* v, const AttnGeo& g, int sm_count);
 size_t attention_part_floats(const AttnGeo& g, int splits);
 cudaError_t attention(Dt dt, const void* q, const void* k, const void* v, const AttnGeo& g, const AttnOpts& o,
-                      const AttnPlan& plan, float* part, uint32_t* counters, void* out, cudaStream_t s);
+                      const AttnPlan& plan, float* part, uint32_t* counters, void* out, cudaStream_t s,
+                      const ActsQ8Out& q8 = {});
 // The softmax between the two GEMMs of prefill attention (src/cuda/ops_nn.cpp): s holds
 // `blocks` x `rows` rows of n scores (row stride n, the scale already applied); row r of each block
 // is the query at index (q0 + r) % tq, at position offset + that index, and sees keys as AttnOpts

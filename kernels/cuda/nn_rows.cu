@@ -5,6 +5,7 @@
 // the CPU's kernels); the element-wise steps round like the CPU's (no FMA contraction).
 #include "launch_nn.h"
 #include "nn_common.cuh"
+#include "qacts.cuh"
 
 namespace candle::cuda_k {
 namespace {
@@ -39,7 +40,8 @@ __device__ __forceinline__ C reduce_row(C v, C* red) {
 template <typename S, RowOp OP, bool kWarp>
 __global__ void __launch_bounds__(kMaxThreads)
     row_kernel(const S* __restrict__ x, int64_t n_rows, int64_t d, int64_t rs, const S* __restrict__ a,
-               int64_t as, const S* __restrict__ b, int64_t bs, float eps, S* __restrict__ y) {
+               int64_t as, const S* __restrict__ b, int64_t bs, float eps, S* __restrict__ y,
+               const __grid_constant__ ActsQ8Out q8) {
   pdl_entry();
   using C = compute_t<S>;
   __shared__ C red[32];
@@ -62,6 +64,23 @@ __global__ void __launch_bounds__(kMaxThreads)
         return load(sum);
       } else {
         return load(xr[i]);
+      }
+    };
+    // the norms' rows quantized for a quantized matmul (q8 asks for it: a decode step's few rows),
+    // read back as written (rounded to S) once the row's threads have written them
+    auto quantize_row = [&] {
+      if constexpr ((OP == RowOp::RmsNorm || OP == RowOp::AddRmsNorm) &&
+                    (std::is_same_v<S, float> || std::is_same_v<S, __half> ||
+                     std::is_same_v<S, __nv_bfloat16>)) {
+        if (q8.q[0] == nullptr && q8.q[1] == nullptr) return;
+        if constexpr (kWarp)
+          __syncwarp();
+        else
+          __syncthreads();
+        const uint64_t warp = kWarp ? 0 : threadIdx.x >> 5, warps = kWarp ? 1 : blockDim.x >> 5;
+        qacts::warp_share([&](uint64_t i) { return static_cast<float>(load(yr[i])); },
+                          static_cast<uint64_t>(d), static_cast<uint64_t>(row * d), warp, warps,
+                          threadIdx.x & 31, q8, true);
       }
     };
     if constexpr (OP == RowOp::Softmax) {
@@ -112,6 +131,7 @@ __global__ void __launch_bounds__(kMaxThreads)
             const int64_t i = lane + u * nthr;
             if (i < d) yr[i] = store<S>(mul_rn(div_rn(xv[u], denom), av[u]));
           }
+          quantize_row();
           continue;
         }
       }
@@ -134,25 +154,26 @@ __global__ void __launch_bounds__(kMaxThreads)
         if constexpr (OP == RowOp::LayerNorm) v = add_rn(v, static_cast<C>(load(b[i * bs])));
         yr[i] = store<S>(v);
       }
+      quantize_row();
     }
   }
 }
 
 template <typename S, RowOp OP>
 cudaError_t launch_rows(const S* x, int64_t n_rows, int64_t d, int64_t rs, const S* a, int64_t as, const S* b,
-                        int64_t bs, float eps, S* y, cudaStream_t s) {
+                        int64_t bs, float eps, S* y, const ActsQ8Out& q8, cudaStream_t s) {
   constexpr int64_t kMaxGrid = 65535LL * 32;
   if (d <= kWarpRowMax) {
     int64_t blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
     blocks = blocks < 1 ? 1 : (blocks > kMaxGrid ? kMaxGrid : blocks);
-    row_kernel<S, OP, true>
-        <<<static_cast<unsigned>(blocks), 32 * kRowsPerBlock, 0, s>>>(x, n_rows, d, rs, a, as, b, bs, eps, y);
+    row_kernel<S, OP, true><<<static_cast<unsigned>(blocks), 32 * kRowsPerBlock, 0, s>>>(
+        x, n_rows, d, rs, a, as, b, bs, eps, y, q8);
   } else {
     int threads = 128;  // about 8 elements a thread, 128..kMaxThreads threads
     while (threads < kMaxThreads && int64_t(threads) * 8 < d) threads *= 2;
     const int64_t blocks = n_rows > kMaxGrid ? kMaxGrid : (n_rows < 1 ? 1 : n_rows);
     row_kernel<S, OP, false>
-        <<<static_cast<unsigned>(blocks), threads, 0, s>>>(x, n_rows, d, rs, a, as, b, bs, eps, y);
+        <<<static_cast<unsigned>(blocks), threads, 0, s>>>(x, n_rows, d, rs, a, as, b, bs, eps, y, q8);
   }
   return cudaGetLastError();
 }
@@ -171,11 +192,71 @@ __global__ void silu_mul_k(const S* __restrict__ g, I gs, const S* __restrict__ 
   }
 }
 
+// silu_mul over a few rows that are also quantized (q8; d a multiple of 32): a warp per unit of
+// 256 values where the blocks of 256 are asked for (a lane's 8 adjacent ones, all their loads in
+// flight together), else per block of 32 (more warps: LLaMA-7B's 11008 values in 344),
+// each value made, stored and quantized as it was stored.
+template <typename S>
+__global__ void silu_mul_q8_k(const S* __restrict__ g, int64_t gs, const S* __restrict__ u, int64_t us,
+                              int64_t n_rows, int64_t d, S* __restrict__ out,
+                              const __grid_constant__ ActsQ8Out q8) {
+  pdl_entry();
+  using C = compute_t<S>;
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * (blockDim.x / 32);
+  const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x & 31;
+  const uint64_t n = static_cast<uint64_t>(n_rows * d);
+  auto silu_mul1 = [](C x, C up) {
+    const C sx = load(store<S>(x / (C(1) + exp(-x))));  // the unary kernel's silu, rounded as it rounds
+    return store<S>(sx * up);
+  };
+  if (q8.q[1]) {  // (d % 256 == 0)
+    for (uint64_t un = warp; un < n / 256; un += warps) {
+      const int64_t i0 = static_cast<int64_t>(un * 256 + lane * 8), r = i0 / d,
+                    c = i0 - r * d;  // (d % 8 == 0)
+      C gv[8], uv[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) gv[j] = load(g[r * gs + c + j]), uv[j] = load(u[r * us + c + j]);
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const S y = silu_mul1(gv[j], uv[j]);
+        out[i0 + j] = y;
+        v[j] = static_cast<float>(load(y));
+      }
+      qacts::unit256(v, lane, un, q8);
+    }
+  } else {
+    for (uint64_t b = warp; b < n / 32; b += warps) {
+      const int64_t i = static_cast<int64_t>(b * 32 + lane), r = i / d, c = i - r * d;
+      const S y = silu_mul1(load(g[r * gs + c]), load(u[r * us + c]));
+      out[i] = y;
+      qacts::block32(static_cast<float>(load(y)), lane, b, q8.q[0], q8.d[0], q8.sums[0]);
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t silu_mul(Dt dt, const void* gate, int64_t g_stride, const void* up, int64_t u_stride,
-                     int64_t n_rows, int64_t d, void* out, cudaStream_t s) {
+                     int64_t n_rows, int64_t d, void* out, cudaStream_t s, const ActsQ8Out& q8) {
   if (n_rows <= 0 || d <= 0) return cudaSuccess;
+  if (q8.any()) {
+    if (d % 32 != 0 || (q8.q[1] && d % 256 != 0)) return cudaErrorInvalidValue;
+    auto run = [&]<typename S>() -> cudaError_t {
+      const int64_t n = n_rows * d, threads = q8.q[1] ? n / 8 : n;  // 32 a unit of 256 or block of 32
+      silu_mul_q8_k<S><<<grid_for(threads), kBlock, 0, s>>>(static_cast<const S*>(gate), g_stride,
+                                                            static_cast<const S*>(up), u_stride, n_rows, d,
+                                                            static_cast<S*>(out), q8);
+      return cudaGetLastError();
+    };
+    switch (dt) {
+      case Dt::F32: return run.template operator()<float>();
+      case Dt::F16: return run.template operator()<__half>();
+      case Dt::BF16: return run.template operator()<__nv_bfloat16>();
+      default: return cudaErrorInvalidValue;
+    }
+  }
   const int64_t reach = (n_rows - 1) * (g_stride > u_stride ? g_stride : u_stride) + d;
   const bool small = reach < int64_t(INT32_MAX) && n_rows * d < int64_t(INT32_MAX);
   return with_float(dt, [&]<typename S>() -> cudaError_t {
@@ -195,8 +276,12 @@ cudaError_t silu_mul(Dt dt, const void* gate, int64_t g_stride, const void* up, 
 
 cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, int64_t row_stride,
                    const void* alpha, int64_t a_st, const void* beta, int64_t b_st, float eps, void* out,
-                   cudaStream_t s) {
+                   cudaStream_t s, const ActsQ8Out& q8) {
   if (n_rows <= 0 || d <= 0) return cudaSuccess;
+  if (q8.any() &&
+      (d % 32 != 0 || (q8.q[1] && d % 256 != 0) || (op != RowOp::RmsNorm && op != RowOp::AddRmsNorm) ||
+       (dt != Dt::F32 && dt != Dt::F16 && dt != Dt::BF16)))
+    return cudaErrorInvalidValue;
   return with_float(dt, [&]<typename S>() -> cudaError_t {
     const S* xp = static_cast<const S*>(x);
     const S* ap = static_cast<const S*>(alpha);
@@ -204,13 +289,15 @@ cudaError_t row_op(RowOp op, Dt dt, const void* x, int64_t n_rows, int64_t d, in
     S* yp = static_cast<S*>(out);
     switch (op) {
       case RowOp::Softmax:
-        return launch_rows<S, RowOp::Softmax>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
+        return launch_rows<S, RowOp::Softmax>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, q8, s);
       case RowOp::RmsNorm:
-        return launch_rows<S, RowOp::RmsNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
+        return launch_rows<S, RowOp::RmsNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, q8, s);
       case RowOp::LayerNorm:
-        return launch_rows<S, RowOp::LayerNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
+        return launch_rows<S, RowOp::LayerNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, q8,
+                                                s);
       case RowOp::AddRmsNorm:
-        return launch_rows<S, RowOp::AddRmsNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, s);
+        return launch_rows<S, RowOp::AddRmsNorm>(xp, n_rows, d, row_stride, ap, a_st, bp, b_st, eps, yp, q8,
+                                                 s);
     }
     return cudaErrorInvalidValue;
   });

@@ -9,6 +9,7 @@
 #include "common.cuh"
 #include "launch_quant.h"
 #include "matvec.cuh"
+#include "qacts.cuh"
 #include "quant.cuh"
 
 namespace candle::cuda_k {
@@ -16,70 +17,15 @@ namespace {
 
 using namespace quant;
 
-// The CPU's activation quantizers (src/quantized/qmatmul_cpu.cpp), with the same float operations
-// so that the same activations give the same quants and scales: one warp per block of 32 for the
-// weight types of 32 (the Q8_0 form: d = amax / 127 rounded to f16, q = round(x * (127 / amax)),
-// ties to even), one per block of 256 for those of 256 (the Q8_K form: the first element of the
-// largest magnitude, vmax, maps to -127: q = round(x * (-127 / vmax)), d = vmax / -127, written for
-// each of its 8 blocks of 32); the quants clamped to [-127, 127], NaN to 0, and the sums of each 16.
+// The activation quantizers (qacts.cuh: the CPU's operations), one warp per block of 32 or unit of 256.
 template <typename S>
-__global__ void quantize_acts_k(const S* __restrict__ x, uint64_t blocks, int8_t* __restrict__ q,
-                                float* __restrict__ d, int32_t* __restrict__ sums) {
+__global__ void quantize_acts_k(const S* __restrict__ x, uint64_t elems,
+                                const __grid_constant__ ActsQ8Out o) {
   pdl_entry();
-  const unsigned lane = threadIdx.x % 32;
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * (blockDim.x / 32);
-  for (uint64_t b = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; b < blocks;
-       b += warps) {
-    const float v = load(x[b * 32 + lane]);
-    float amax = fabsf(v);
-    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const int qi = max(-127, min(127, __float2int_rn(v * id)));
-    q[b * 32 + lane] = static_cast<int8_t>(qi);
-    int s = qi;
-    for (int o = 8; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);  // within each half-warp
-    if (lane % 16 == 0) sums[b * 2 + lane / 16] = s;
-    if (lane == 0) d[b] = __half2float(__float2half_rn(amax / 127.0f));
-  }
-}
-
-// Lane l of the warp of a block of 256 takes elements 8l..8l+7 (block of 32 l / 4, half l / 2).
-template <typename S>
-__global__ void quantize_acts_256_k(const S* __restrict__ x, uint64_t blocks, int8_t* __restrict__ q,
-                                    float* __restrict__ d, int32_t* __restrict__ sums) {
-  pdl_entry();
-  const unsigned lane = threadIdx.x % 32;
-  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * (blockDim.x / 32);
-  for (uint64_t b = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; b < blocks;
-       b += warps) {
-    const S* xb = x + b * 256 + lane * 8;
-    float v[8], amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      v[i] = load(xb[i]);
-      amax = fmaxf(amax, fabsf(v[i]));
-    }
-    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    // the first element of magnitude amax: the smallest index among the lanes' first ones
-    int first = 256;
-#pragma unroll
-    for (int i = 7; i >= 0; --i)
-      if (fabsf(v[i]) == amax) first = static_cast<int>(lane) * 8 + i;
-    for (int o = 16; o > 0; o /= 2) first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
-    float vmax = 0.0f;
-    if (amax > 0.0f) vmax = __shfl_sync(0xffffffffu, v[first % 8], first / 8);
-    const float iscale = amax > 0.0f ? -127.0f / vmax : 0.0f;
-    int s = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int qi = max(-127, min(127, __float2int_rn(v[i] * iscale)));
-      q[b * 256 + lane * 8 + i] = static_cast<int8_t>(qi);
-      s += qi;
-    }
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    if (lane % 2 == 0) sums[b * 16 + lane / 2] = s;
-    if (lane % 4 == 0) d[b * 8 + lane / 4] = amax > 0.0f ? vmax / -127.0f : 0.0f;
-  }
+  const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  qacts::warp_share([&](uint64_t i) { return static_cast<float>(load(x[i])); }, elems, 0, warp, warps,
+                    threadIdx.x % 32, o, false);
 }
 
 constexpr int kWarpsPerBlock = 4;
@@ -182,15 +128,17 @@ cudaError_t launch_qmv(const void* w, size_t row_bytes, size_t n, size_t k, size
 cudaError_t quantize_acts_q8(Dt dt, const void* x, size_t m, size_t k, size_t group, int8_t* q, float* d,
                              int32_t* sums, cudaStream_t s) {
   if (group != 32 && group != 256) return cudaErrorInvalidValue;
-  const uint64_t blocks = static_cast<uint64_t>(m) * (k / group);
-  if (blocks == 0) return cudaSuccess;
-  const auto grid = grid_for(static_cast<int64_t>(blocks) * 32);
-  auto run = [&](auto* xs) {
-    if (group == 32)
-      quantize_acts_k<<<grid, kBlock, 0, s>>>(xs, blocks, q, d, sums);
-    else
-      quantize_acts_256_k<<<grid, kBlock, 0, s>>>(xs, blocks, q, d, sums);
-  };
+  const uint64_t elems = static_cast<uint64_t>(m) * k;
+  if (elems == 0) return cudaSuccess;
+  if (elems % group != 0) return cudaErrorInvalidValue;
+  ActsQ8Out o;
+  const int f = group == 32 ? 0 : 1;
+  o.q[f] = q;
+  o.d[f] = d;
+  o.sums[f] = sums;
+  // a warp per unit of 256 for the blocks of 256, else per block of 32
+  const auto grid = grid_for(static_cast<int64_t>(group == 256 ? elems / 8 : elems));
+  auto run = [&](auto* xs) { quantize_acts_k<<<grid, kBlock, 0, s>>>(xs, elems, o); };
   switch (dt) {
     case Dt::F32: run(static_cast<const float*>(x)); break;
     case Dt::F16: run(static_cast<const __half*>(x)); break;

@@ -109,6 +109,7 @@ std::shared_ptr<Context> Context::open(size_t ordinal) {
   check(cudaMalloc(reinterpret_cast<void**>(&c->attn_counters_), counter_bytes),
         "cudaMalloc (attention counters)");
   check(cudaMemset(c->attn_counters_, 0, counter_bytes), "cudaMemset (attention counters)");
+  c->fuse_quant_ = !env_flag_off("CANDLE_CUDA_FUSE_QUANT");
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   c->cache_limit_ = total_b / 2;
@@ -445,6 +446,18 @@ void Context::throw_fault() {
   forget();
   for (int i = 0; i < 4; ++i) w[i] = 0;
   throw Error(kind, msg + "; found by a kernel on " + name_ + " and reported at the next synchronisation");
+}
+
+unsigned Context::acts_q8_forms(uint64_t producer) const {
+  std::lock_guard<std::mutex> lock(acts_mu_);
+  auto it = acts_q8_forms_.find(producer);
+  return it == acts_q8_forms_.end() ? 0u : it->second;
+}
+
+void Context::acts_q8_taken(uint64_t producer, size_t group) {
+  if (!fuse_quant_) return;
+  std::lock_guard<std::mutex> lock(acts_mu_);
+  acts_q8_forms_[producer] |= group == 32 ? 1u : 2u;
 }
 
 void Context::launched(cudaError_t e, const char* kernel) {

@@ -132,6 +132,14 @@ class Context {
   // launch leaves them zeroed; stream order keeps launches apart).
   uint32_t* attention_counters() const { return attn_counters_; }
 
+  // The quantized activation forms (bit 0: blocks of 32, bit 1: blocks of 256) that quantized
+  // matmuls have taken of the outputs of a producer of activations (ActsQ8, storage.h: a key for
+  // the op and its row length), learnt at their first use: the producer then writes its outputs in
+  // those forms too, so that the matmul after it needs no quantization launch. 0 for a producer
+  // whose outputs no quantized matmul has taken. CANDLE_CUDA_FUSE_QUANT=0: always 0.
+  unsigned acts_q8_forms(uint64_t producer) const;
+  void acts_q8_taken(uint64_t producer, size_t group);
+
   // Counts one kernel launch (cuda::stats().launches) and throws on a launch error.
   void launched(cudaError_t e, const char* kernel);
 
@@ -165,6 +173,9 @@ class Context {
   uint32_t* fault_host_ = nullptr;  // pinned, mapped
   uint32_t* fault_dev_ = nullptr;
   uint32_t* attn_counters_ = nullptr;
+  bool fuse_quant_ = true;
+  mutable std::mutex acts_mu_;
+  std::map<uint64_t, unsigned> acts_q8_forms_;
   uint32_t next_tag_ = 1;
   struct Check {
     std::string op, shape;

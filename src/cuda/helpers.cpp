@@ -52,7 +52,9 @@ const CudaStorage& as_cuda(const BackendStorage& s, const char* op) {
 }
 
 CudaStorage& as_cuda(BackendStorage& s, const char* op) {
-  return const_cast<CudaStorage&>(as_cuda(static_cast<const BackendStorage&>(s), op));
+  auto& c = const_cast<CudaStorage&>(as_cuda(static_cast<const BackendStorage&>(s), op));
+  c.written();  // taken to be written
+  return c;
 }
 
 void unsupported(DType dt, const char* op) {

@@ -51,6 +51,7 @@ void CudaStorage::copy2d(BackendStorage& dst_b, size_t d1, size_t d2, size_t src
 }
 
 void CudaStorage::const_set(const Scalar& v, const Layout& l) {
+  written();
   if (l.elem_count() == 0) return;
   if (l.max_offset_exclusive() > n_) throw Error(ErrorKind::Internal, "const_set: out of bounds");
   uint64_t bits = 0;

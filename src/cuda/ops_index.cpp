@@ -202,11 +202,13 @@ void scatter_in_place(CudaStorage& self, bool add, const Layout& l, const Backen
 
 void CudaStorage::scatter_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
                               const BackendStorage& src, const Layout& src_l, size_t dim) {
+  written();
   scatter_in_place(*this, false, l, ids, ids_l, src, src_l, dim, "scatter");
 }
 
 void CudaStorage::scatter_add_set(const Layout& l, const BackendStorage& ids, const Layout& ids_l,
                                   const BackendStorage& src, const Layout& src_l, size_t dim) {
+  written();
   scatter_in_place(*this, true, l, ids, ids_l, src, src_l, dim, "scatter_add");
 }
 

@@ -5,6 +5,7 @@
 // kernels have none (attention with d or dv beyond kAttnMaxD, odd rope dims), so that
 // candle::nn composes tensor ops on the device; non-float dtypes throw as the CPU does.
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <initializer_list>
 #include <optional>
@@ -52,6 +53,42 @@ std::optional<Vec> vec_of(const CudaStorage& v, const Layout& l, size_t d) {
   return Vec{dense(v, l), 1};
 }
 
+// The producers of activations that write them quantized too (ActsQ8::producer: the op, then the
+// row length).
+enum class Producer : uint64_t { RmsNorm = 1, AddRmsNorm, SiluMul, Attention };
+
+// The quantized forms of n_rows rows of d activations (at element `offset` of their storage) for
+// the op that makes them (`op`) to write: those the quantized matmuls have taken of its outputs
+// (Context::acts_q8_forms; with none, the ActsQ8 only names the producer, for the matmul to record
+// what it takes). Null where the rows are too many for a matrix-vector product, not whole blocks,
+// or of another dtype. The form of blocks of 256 is left out where the rows are not whole units of
+// 256, or the producer's runs of values (`span`, if not the rows) are not.
+std::shared_ptr<ActsQ8> acts_q8_for(Context& c, Producer op, DType dt, size_t n_rows, size_t d, size_t offset,
+                                    size_t span = 0) {
+  if (n_rows == 0 || n_rows > cuda_k::kQmvMaxRows || d % 32 != 0 ||
+      (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16))
+    return nullptr;
+  auto a = std::make_shared<ActsQ8>();
+  a->producer = static_cast<uint64_t>(op) << 48 | d;
+  a->offset = offset;
+  a->elems = n_rows * d;
+  unsigned forms = c.acts_q8_forms(a->producer);
+  if (d % 256 != 0 || (span ? span : d) % 256 != 0) forms &= 1u;
+  if (forms == 0) return a;
+  // each form: the quants, the scales of 32, the sums of 16; every form 256-byte aligned
+  const size_t form_bytes = (a->elems + a->elems / 8 + a->elems / 4 + 255) / 256 * 256;
+  a->block = c.alloc(form_bytes * static_cast<size_t>(std::popcount(forms)));
+  char* p = static_cast<char*>(a->block->ptr);
+  for (int f = 0; f < 2; ++f) {
+    if (!(forms & (1u << f))) continue;
+    a->forms.q[f] = reinterpret_cast<int8_t*>(p);
+    a->forms.d[f] = reinterpret_cast<float*>(p + a->elems);
+    a->forms.sums[f] = reinterpret_cast<int32_t*>(p + a->elems + a->elems / 8);
+    p += form_bytes;
+  }
+  return a;
+}
+
 StoragePtr run_rows(const CudaStorage& x, const Layout& l, cuda_k::RowOp op, const char* name, const Vec* a,
                     const Vec* b, float eps) {
   auto out = x.cdev().make(x.dtype(), l.elem_count());
@@ -59,10 +96,15 @@ StoragePtr run_rows(const CudaStorage& x, const Layout& l, cuda_k::RowOp op, con
   Rows rows = rows_of(x, l);
   const void* ap = a ? a->src.s->at(a->src.first) : nullptr;
   const void* bp = b ? b->src.s->at(b->src.first) : nullptr;
-  x.ctx().launched(cuda_k::row_op(op, dt_of(x.dtype()), rows.src.s->at(rows.src.first), i64(rows.n_rows),
-                                  i64(rows.d), i64(rows.row_stride), ap, a ? i64(a->stride) : 0, bp,
-                                  b ? i64(b->stride) : 0, eps, out->at(0), x.stream()),
-                   name);
+  auto q8 = op == cuda_k::RowOp::RmsNorm
+                ? acts_q8_for(x.ctx(), Producer::RmsNorm, x.dtype(), rows.n_rows, rows.d, 0)
+                : nullptr;
+  x.ctx().launched(
+      cuda_k::row_op(op, dt_of(x.dtype()), rows.src.s->at(rows.src.first), i64(rows.n_rows), i64(rows.d),
+                     i64(rows.row_stride), ap, a ? i64(a->stride) : 0, bp, b ? i64(b->stride) : 0, eps,
+                     out->at(0), x.stream(), q8 ? q8->forms : cuda_k::ActsQ8Out{}),
+      name);
+  if (q8) out->set_acts_q8(std::move(q8));
   return out;
 }
 
@@ -166,10 +208,12 @@ StoragePtr CudaStorage::silu_mul(const Layout& l, const BackendStorage& up, cons
   auto out = cdev().make(dtype_, l.elem_count());
   if (l.elem_count() == 0) return out;
   const Rows g = rows_of(*this, l), r = rows_of(u, up_l);
-  ctx().launched(
-      cuda_k::silu_mul(dt_of(dtype_), g.src.s->at(g.src.first), i64(g.row_stride), r.src.s->at(r.src.first),
-                       i64(r.row_stride), i64(g.n_rows), i64(g.d), out->at(0), stream()),
-      "silu_mul");
+  auto q8 = acts_q8_for(ctx(), Producer::SiluMul, dtype_, g.n_rows, g.d, 0);
+  ctx().launched(cuda_k::silu_mul(dt_of(dtype_), g.src.s->at(g.src.first), i64(g.row_stride),
+                                  r.src.s->at(r.src.first), i64(r.row_stride), i64(g.n_rows), i64(g.d),
+                                  out->at(0), stream(), q8 ? q8->forms : cuda_k::ActsQ8Out{}),
+                 "silu_mul");
+  if (q8) out->set_acts_q8(std::move(q8));
   return out;
 }
 
@@ -193,11 +237,14 @@ StoragePtr CudaStorage::add_rms_norm(const Layout& l, const BackendStorage& h, c
   auto out = cdev().make(dtype_, 2 * l.elem_count());
   if (l.elem_count() == 0) return out;
   const Rows xr = rows_of(*this, l), hr = rows_of(hs, h_l);
-  ctx().launched(
-      cuda_k::row_op(cuda_k::RowOp::AddRmsNorm, dt_of(dtype_), xr.src.s->at(xr.src.first), i64(xr.n_rows),
-                     i64(xr.d), i64(xr.row_stride), av->src.s->at(av->src.first), i64(av->stride),
-                     hr.src.s->at(hr.src.first), i64(hr.row_stride), eps, out->at(0), stream()),
-      "add_rms_norm");
+  // the normed rows (the second half of out) quantized too where a quantized matmul follows
+  auto q8 = acts_q8_for(ctx(), Producer::AddRmsNorm, dtype_, xr.n_rows, xr.d, l.elem_count());
+  ctx().launched(cuda_k::row_op(cuda_k::RowOp::AddRmsNorm, dt_of(dtype_), xr.src.s->at(xr.src.first),
+                                i64(xr.n_rows), i64(xr.d), i64(xr.row_stride), av->src.s->at(av->src.first),
+                                i64(av->stride), hr.src.s->at(hr.src.first), i64(hr.row_stride), eps,
+                                out->at(0), stream(), q8 ? q8->forms : cuda_k::ActsQ8Out{}),
+                 "add_rms_norm");
+  if (q8) out->set_acts_q8(std::move(q8));
   return out;
 }
 
@@ -304,9 +351,17 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
   const cuda_k::AttnPlan plan = cuda_k::attention_plan(dt_of(dtype_), kp, vp, g, ctx().sm_count());
   CuStoragePtr part;
   if (plan.splits > 1) part = cdev().make(DType::F32, cuda_k::attention_part_floats(g, plan.splits));
+  // a decode step's output quantized by the decode kernel for the matmul after it (the output
+  // projection: [b, 1, h dv] rows), each kv head's rows by its own block
+  std::shared_ptr<ActsQ8> q8;
+  if (plan.decode != cuda_k::AttnPlan::Decode::None && g.tq == 1)
+    q8 = acts_q8_for(ctx(), Producer::Attention, dtype_, static_cast<size_t>(g.b),
+                     static_cast<size_t>(g.h * g.dv), 0, static_cast<size_t>(g.h / g.hkv * g.dv));
   ctx().launched(cuda_k::attention(dt_of(dtype_), qp, kp, vp, g, o, plan, part ? part->ptr<float>() : nullptr,
-                                   ctx().attention_counters(), out->at(0), stream()),
+                                   ctx().attention_counters(), out->at(0), stream(),
+                                   q8 ? q8->forms : cuda_k::ActsQ8Out{}),
                  "scaled_dot_product_attention");
+  if (q8) out->set_acts_q8(std::move(q8));
   if (plan.decode == cuda_k::AttnPlan::Decode::None && plan.splits > 1)
     counters().launches++;  // its merge kernel
   return out;
@@ -320,6 +375,9 @@ bool CudaStorage::adamw_step_set(const Layout& l, BackendStorage& m_base, const 
   auto* g = dynamic_cast<const CudaStorage*>(&g_base);
   const DType dt = dtype_;
   if (!m || !v || !g || (dt != DType::F32 && dt != DType::F64)) return false;
+  written();
+  m->written();
+  v->written();
   if (m->dtype() != dt || v->dtype() != dt || g->dtype() != dt) return false;
   const size_t n = l.elem_count();
   if (!dense_in(*this, l, n) || !dense_in(*m, m_l, n) || !dense_in(*v, v_l, n) || g_l.elem_count() != n ||

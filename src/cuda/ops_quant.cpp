@@ -128,6 +128,20 @@ StoragePtr CudaStorage::qmatmul(const Layout& blocks_l, const BackendStorage& x_
   Dense xd = dense(x, x_l);
   Context& c = ctx();
   if (m <= cuda_k::kQmvMaxRows) {
+    const size_t group = qk == 256 ? 256 : 32;
+    // x as its producer also wrote it quantized (ActsQ8), when it is all of those values: the
+    // producer learns the form taken (for its next outputs), and the form is used where it is made
+    const auto& made = x.acts_q8();
+    const int f = group == 32 ? 0 : 1;
+    const bool whole =
+        made && x_l.is_contiguous() && x_l.start_offset() == made->offset && x_l.elem_count() == made->elems;
+    if (whole) c.acts_q8_taken(made->producer, group);
+    if (whole && made->forms.q[f]) {
+      c.launched(cuda_k::qmatvec(ggml_type, w, row_bytes, n, k, m, made->forms.q[f], made->forms.d[f],
+                                 made->forms.sums[f], out->ptr<float>(), stream()),
+                 "qmatvec");
+      return out;
+    }
     // scratch: the quants (m k bytes), then the scales and the sums of 16 (k is a multiple of 32,
     // so every part starts 4-byte aligned and the quants' rows 16-byte aligned)
     const size_t nq = m * k, nd = nq / 32, ns = nq / 16;
@@ -137,8 +151,7 @@ StoragePtr CudaStorage::qmatmul(const Layout& blocks_l, const BackendStorage& x_
     auto* sums = reinterpret_cast<int32_t*>(d + nd);
     // quantized as the CPU quantizes them for this weight type (per 256 for the K-quants), so that
     // the integer dot products are the CPU's
-    c.launched(cuda_k::quantize_acts_q8(dt_of(xdt), xd.s->at(xd.first), m, k, qk == 256 ? 256 : 32, q, d,
-                                        sums, stream()),
+    c.launched(cuda_k::quantize_acts_q8(dt_of(xdt), xd.s->at(xd.first), m, k, group, q, d, sums, stream()),
                "quantize_acts_q8");
     c.launched(cuda_k::qmatvec(ggml_type, w, row_bytes, n, k, m, q, d, sums, out->ptr<float>(), stream()),
                "qmatvec");

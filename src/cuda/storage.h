@@ -10,6 +10,7 @@
 #include "candle/backend/cpu_storage.h"
 #include "context.h"
 #include "launch.h"
+#include "launch_quant.h"
 
 namespace candle::cuda_backend {
 
@@ -46,6 +47,18 @@ class CudaDevice final : public BackendDevice, public std::enable_shared_from_th
   uint64_t seed_ = 299792458, counter_ = 0;
 };
 
+// A decode step's activations (`elems` values from element `offset` of the storage they belong to)
+// as their producer (rms_norm, add_rms_norm, silu_mul, the attention's decode kernel; `producer`:
+// the key of the op and its row length) also wrote them quantized for a quantized matmul, in the
+// forms Context::acts_q8_forms gives for it (none until a matmul has taken the producer's
+// outputs), so that qmatmul skips its own quantization launch.
+struct ActsQ8 {
+  uint64_t producer = 0;
+  size_t offset = 0, elems = 0;
+  BlockPtr block;
+  cuda_k::ActsQ8Out forms;
+};
+
 class CudaStorage final : public BackendStorage {
  public:
   CudaStorage(std::shared_ptr<CudaDevice> dev, DType dtype, size_t n, BlockPtr block)
@@ -56,6 +69,12 @@ class CudaStorage final : public BackendStorage {
   std::shared_ptr<CpuStorage> to_cpu() const override;
   void copy_to_host(const Layout& l, void* dst) const override;
   bool shares_memory_with(const BackendStorage& other) const override;
+  // Any write into the storage drops its quantized activations (ActsQ8): the ops that write into
+  // `this` call it, and the non-const as_cuda, through which every op reaches a storage it writes
+  // into (copies, the AdamW step's moments, the CPU round trips' results).
+  void written() { acts_q8_.reset(); }
+  const std::shared_ptr<const ActsQ8>& acts_q8() const { return acts_q8_; }
+  void set_acts_q8(std::shared_ptr<const ActsQ8> a) { acts_q8_ = std::move(a); }
 
   CudaDevice& cdev() const { return *dev_; }
   Context& ctx() const { return dev_->ctx(); }
@@ -174,6 +193,7 @@ class CudaStorage final : public BackendStorage {
   DType dtype_;
   size_t n_;
   BlockPtr block_;
+  std::shared_ptr<const ActsQ8> acts_q8_;
 };
 
 // ---- helpers for the ops' host code (ew.cpp) ----
@@ -183,7 +203,7 @@ class CudaStorage final : public BackendStorage {
 void note_round_trip(const char* op);
 
 const CudaStorage& as_cuda(const BackendStorage& s, const char* op);
-CudaStorage& as_cuda(BackendStorage& s, const char* op);
+CudaStorage& as_cuda(BackendStorage& s, const char* op);  // for writing into: calls written()
 
 inline cuda_k::Dt dt_of(DType d) { return static_cast<cuda_k::Dt>(d); }
 

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "candle/cuda.h"
+#include "candle/nn/attention.h"
+#include "candle/nn/ops.h"
 #include "candle/quantized/quantized.h"
 #include "cuda_device.h"
 #include "test_device.h"
@@ -151,7 +153,7 @@ TEST(CudaQuantized, HalfWeightsMultiplyInTheirOwnType) {
       auto [cpu_q, dev_q] = weights(t, kN, k, dev, 21);
       QMatMul cpu_mm = QMatMul::from_qtensor(cpu_q), dev_mm = QMatMul::from_qtensor(dev_q);
       EXPECT_EQ(dev_mm.dtype(), t) << name(t);
-      EXPECT_EQ(cpu_mm.dtype(), GgmlDType::F32) << name(t);  // the CPU multiplies the f32 copy
+      EXPECT_EQ(cpu_mm.dtype(), t) << name(t);  // the CPU reads the half weights in place too
       Tensor wd = cpu_q.dequantize(cpu);
       for (size_t m : {size_t(1), size_t(40)})
         for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
@@ -265,5 +267,110 @@ TEST(CudaQuantized, AnInputOnAnotherDeviceIsAClearError) {
   }
 }
 
+}  // namespace
+}  // namespace candle
+
+namespace candle {
+namespace {
+
+// The activations of a decode step quantized by the ops that make them (rms_norm, add_rms_norm and
+// silu_mul write, in the same launch, the quantized forms that quantized matmuls took of their
+// earlier outputs): QMatMul::forward on such an output skips its quantization launch and gives, bit for bit,
+// the product of a copy of the same values (which it quantizes itself), for blocks of 32 (Q4_0) and
+// of 256 (Q4_K, Q6_K), rows a warp takes (d 96, 256) and a block takes (4352), f32 / f16 / bf16, 1-8
+// rows. A write into the output in place (slice_set, zero_set) drops the quantized form.
+TEST(CudaQuantized, ActivationsQuantizedByTheirProducerGiveTheSameProduct) {
+  NEED_CUDA();
+  Device cpu = Device::cpu();
+  for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q4K, GgmlDType::Q6K})
+    for (size_t d : {size_t(96), size_t(256), size_t(4352)}) {
+      if (d % quantized::ggml_block_size(t) != 0) continue;
+      auto [cpu_q, dev_q] = weights(t, kN, d, dev, 3);
+      const QMatMul mm = QMatMul::from_qtensor(dev_q);
+      for (DType dt : {DType::F32, DType::F16, DType::BF16})
+        for (size_t m : {size_t(1), size_t(3), size_t(8)}) {
+          const std::string what = name(t) + " d " + std::to_string(d) + " " + std::string(dtype_name(dt)) +
+                                   " m " + std::to_string(m);
+          cpu.set_seed(7 + m);
+          auto on_dev = [&](const Tensor& v) { return v.to_dtype(dt).to_device(dev); };
+          const Tensor x = on_dev(Tensor::randn(0.f, 2.f, {m, d}, cpu));
+          const Tensor r = on_dev(Tensor::randn(0.f, 1.f, {m, d}, cpu));
+          const Tensor alpha = on_dev(Tensor::randn(1.f, 0.5f, {d}, cpu));
+          // each op learns the form of this weight from a first product of its output
+          (void)mm.forward(nn::ops::add_rms_norm(x, r, alpha, 1e-5f).second);
+          (void)mm.forward(nn::ops::rms_norm(x, alpha, 1e-5f));
+          (void)mm.forward(nn::ops::silu_mul(x, r));
+          // the launches of a product of `v`, and its values against those of a copy of v
+          auto check = [&](const Tensor& v, uint64_t launches, const std::string& op) {
+            const uint64_t before = cuda::stats().launches;
+            const Tensor y = mm.forward(v);
+            EXPECT_EQ(cuda::stats().launches - before, launches) << what << " " << op;
+            const Tensor want = mm.forward(v.copy());
+            EXPECT_EQ(y.to_device(cpu).to_dtype(DType::F32).flatten_to_vec<float>(),
+                      want.to_device(cpu).to_dtype(DType::F32).flatten_to_vec<float>())
+                << what << " " << op;
+          };
+          const uint64_t cast = dt == DType::F32 ? 1 : 2;  // qmatvec, and the output's cast
+          const auto [sum, normed] = nn::ops::add_rms_norm(x, r, alpha, 1e-5f);
+          check(normed, cast, "add_rms_norm");
+          check(sum, cast + 1, "add_rms_norm's sum (not quantized)");
+          check(nn::ops::rms_norm(x, alpha, 1e-5f), cast, "rms_norm");
+          check(nn::ops::silu_mul(x, r), cast, "silu_mul");
+          // written in place: quantized again by the product
+          const Tensor h = nn::ops::silu_mul(x, r);
+          h.slice_set(r.narrow(0, 0, 1), 0, 0);
+          check(h, cast + 1, "silu_mul, then slice_set");
+          const auto [s2, n2] = nn::ops::add_rms_norm(x, r, alpha, 1e-5f);
+          n2.zero_set();
+          check(n2, cast + 1, "add_rms_norm, then zero_set");
+          EXPECT_EQ(mm.forward(n2).to_device(cpu).to_dtype(DType::F32).flatten_to_vec<float>(),
+                    std::vector<float>(m * kN, 0.0f))
+              << what;
+        }
+    }
+}
+
+// The same for a decode step's attention output (the decode kernel quantizes each kv head's rows,
+// [b, 1, h dv] for the output projection): blocks of 32 always, units of 256 where a kv head's rows
+// make whole units (GQA 8 x 64 and 2 x 128: yes; 4 heads of 64 without GQA: no, so a Q4_K weight
+// quantizes for itself), one and two batch rows, keys in one split and in several.
+TEST(CudaQuantized, AttentionOutputsQuantizedByTheDecodeKernelGiveTheSameProduct) {
+  NEED_CUDA();
+  Device cpu = Device::cpu();
+  struct Shape4 {
+    size_t b, h, hkv, d, tk;
+  };
+  for (const Shape4 sh : {Shape4{1, 8, 1, 64, 40}, Shape4{2, 4, 4, 64, 700}, Shape4{1, 4, 2, 128, 2047}})
+    for (GgmlDType t : {GgmlDType::Q4_0, GgmlDType::Q4K}) {
+      const size_t k = sh.h * sh.d;
+      auto [cpu_q, dev_q] = weights(t, kN, k, dev, 5);
+      const QMatMul mm = QMatMul::from_qtensor(dev_q);
+      const bool fused = t == GgmlDType::Q4_0 || (sh.h / sh.hkv * sh.d) % 256 == 0;
+      for (DType dt : {DType::F32, DType::BF16}) {
+        const std::string what = name(t) + " b " + std::to_string(sh.b) + " h " + std::to_string(sh.h) + "/" +
+                                 std::to_string(sh.hkv) + " d " + std::to_string(sh.d) + " keys " +
+                                 std::to_string(sh.tk) + " " + std::string(dtype_name(dt));
+        cpu.set_seed(sh.tk);
+        auto on_dev = [&](const Tensor& v) { return v.to_dtype(dt).to_device(dev); };
+        const Tensor q = on_dev(Tensor::randn(0.f, 1.f, {sh.b, sh.h, 1, sh.d}, cpu));
+        const Tensor kk = on_dev(Tensor::randn(0.f, 1.f, {sh.b, sh.hkv, sh.tk, sh.d}, cpu));
+        const Tensor v = on_dev(Tensor::randn(0.f, 1.f, {sh.b, sh.hkv, sh.tk, sh.d}, cpu));
+        auto attention = [&] {
+          const Tensor y =
+              nn::ops::scaled_dot_product_attention(q, kk, v, 0.125, true, std::nullopt, std::nullopt);
+          return y.transpose(1, 2).reshape({sh.b, 1, k});
+        };
+        (void)mm.forward(attention());  // the kernel learns the form of this weight
+        const Tensor x = attention();
+        const uint64_t cast = dt == DType::F32 ? 1 : 2;  // qmatvec, and the output's cast
+        const uint64_t before = cuda::stats().launches;
+        const Tensor got = mm.forward(x);
+        EXPECT_EQ(cuda::stats().launches - before, cast + (fused ? 0 : 1)) << what;
+        EXPECT_EQ(got.to_device(cpu).to_dtype(DType::F32).flatten_to_vec<float>(),
+                  mm.forward(x.copy()).to_device(cpu).to_dtype(DType::F32).flatten_to_vec<float>())
+            << what;
+      }
+    }
+}
 }  // namespace
 }  // namespace candle
