@@ -4,8 +4,10 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "candle/error.h"
 #include "launch_nn.h"
@@ -109,7 +111,19 @@ std::shared_ptr<Context> Context::open(size_t ordinal) {
   check(cudaMalloc(reinterpret_cast<void**>(&c->attn_counters_), counter_bytes),
         "cudaMalloc (attention counters)");
   check(cudaMemset(c->attn_counters_, 0, counter_bytes), "cudaMemset (attention counters)");
-  c->fuse_quant_ = !env_flag_off("CANDLE_CUDA_FUSE_QUANT");
+  if (const char* v = std::getenv("CANDLE_CUDA_FUSE_QUANT")) {
+    // "0": none; else the producers named (ops_nn.cpp's Producer, 1-4)
+    const std::string list = std::string(",") + v + ",";
+    c->fuse_producers_ = 0;
+    const char* names[] = {"rms_norm", "add_rms_norm", "silu_mul", "attention"};
+    for (unsigned i = 0; i < 4; ++i)
+      if (list.find(std::string(",") + names[i] + ",") != std::string::npos) c->fuse_producers_ |= 2u << i;
+    if (std::strcmp(v, "0") != 0 && c->fuse_producers_ == 0)
+      std::fprintf(stderr,
+                   "candle: CANDLE_CUDA_FUSE_QUANT=%s names no producer (rms_norm, add_rms_norm, silu_mul, "
+                   "attention): none fuses\n",
+                   v);
+  }
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   c->cache_limit_ = total_b / 2;
@@ -455,7 +469,7 @@ unsigned Context::acts_q8_forms(uint64_t producer) const {
 }
 
 void Context::acts_q8_taken(uint64_t producer, size_t group) {
-  if (!fuse_quant_) return;
+  if (!(fuse_producers_ >> std::min<uint64_t>(producer >> 48, 31) & 1u)) return;
   std::lock_guard<std::mutex> lock(acts_mu_);
   acts_q8_forms_[producer] |= group == 32 ? 1u : 2u;
 }

@@ -136,7 +136,9 @@ class Context {
   // matmuls have taken of the outputs of a producer of activations (ActsQ8, storage.h: a key for
   // the op and its row length), learnt at their first use: the producer then writes its outputs in
   // those forms too, so that the matmul after it needs no quantization launch. 0 for a producer
-  // whose outputs no quantized matmul has taken. CANDLE_CUDA_FUSE_QUANT=0: always 0.
+  // whose outputs no quantized matmul has taken. CANDLE_CUDA_FUSE_QUANT=0: always 0; a comma list
+  // of producers (rms_norm, add_rms_norm, silu_mul, attention): only those (the key's top 16 bits:
+  // 1-4 in that order).
   unsigned acts_q8_forms(uint64_t producer) const;
   void acts_q8_taken(uint64_t producer, size_t group);
 
@@ -173,7 +175,7 @@ class Context {
   uint32_t* fault_host_ = nullptr;  // pinned, mapped
   uint32_t* fault_dev_ = nullptr;
   uint32_t* attn_counters_ = nullptr;
-  bool fuse_quant_ = true;
+  unsigned fuse_producers_ = ~0u;  // bit p: producer p writes quantized forms
   mutable std::mutex acts_mu_;
   std::map<uint64_t, unsigned> acts_q8_forms_;
   uint32_t next_tag_ = 1;
