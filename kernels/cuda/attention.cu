@@ -297,20 +297,6 @@ __device__ __forceinline__ float split_weights(const float* pr, int splits, int 
   return lsum > 0.0f ? 1.0f / lsum : 0.0f;
 }
 
-// ---- the decode kernel, tile form (the default) ----
-// One block per (batch, kv head, split): its R query rows (the kv head's group x tq, <= 8) against
-// the split's keys. Each warp takes 32 keys at a time: a lane loads its key's row straight from
-// global memory (16-byte packs) and scores it against every row (q in shared memory), while the
-// 32 value rows stream into shared memory (cp.async); the online softmax of each row runs over
-// the warp (shuffles), and in the sum lanes own value columns (CV each), so every FMA chain is
-// independent of the others. The warps' partial results merge in shared memory, then across the
-// splits in the last block of the kv head to finish (an atomic count of the finished splits):
-// no second kernel. (The general kernel spent ~3.7k dependent instructions a warp on a 32-key tile:
-// one row a warp, a serial 64-term dot product a lane, an index division per staged element.)
-// On the H200 (session 29) a TinyLlama step after 1000 tokens took 1103 us against 1310, LLaMA-7B's
-// 2864 against 4796; but at ~200 keys Nsight Compute gave this kernel 22 us, as long as the general
-// kernel and its merge: a warp carries all R rows (~2k instructions a tile at ~7 cycles each) and
-// a short context keeps ~8 warps busy on the whole GPU. The row form below answers that.
 // A decode step's output rows of one kv head (tq 1: the group's rows, adjacent in out from element
 // `first`) quantized for the matmul after attention when q8 asks for it (qacts.cuh), by the block's
 // warps once all of them have written their rows.
@@ -325,6 +311,20 @@ __device__ __forceinline__ void quantize_out(const S* __restrict__ out, int64_t 
       threadIdx.x & 31, q8, true);
 }
 
+// ---- the decode kernel, tile form (by default below 4 query rows a kv head: decode_form) ----
+// One block per (batch, kv head, split): its R query rows (the kv head's group x tq, <= 8) against
+// the split's keys. Each warp takes 32 keys at a time: a lane loads its key's row straight from
+// global memory (16-byte packs) and scores it against every row (q in shared memory), while the
+// 32 value rows stream into shared memory (cp.async); the online softmax of each row runs over
+// the warp (shuffles), and in the sum lanes own value columns (CV each), so every FMA chain is
+// independent of the others. The warps' partial results merge in shared memory, then across the
+// splits in the last block of the kv head to finish (an atomic count of the finished splits):
+// no second kernel. (The general kernel spent ~3.7k dependent instructions a warp on a 32-key tile:
+// one row a warp, a serial 64-term dot product a lane, an index division per staged element.)
+// On the H200 (session 29) a TinyLlama step after 1000 tokens took 1103 us against 1310, LLaMA-7B's
+// 2864 against 4796; but at ~200 keys Nsight Compute gave this kernel 22 us, as long as the general
+// kernel and its merge: a warp carries all R rows (~2k instructions a tile at ~7 cycles each) and
+// a short context keeps ~8 warps busy on the whole GPU. The row form below answers that.
 constexpr int kDecWarps = 4;
 constexpr int kDecMaxSplits = 64;
 constexpr int kDecMaxRows = 8;

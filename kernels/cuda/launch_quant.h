@@ -18,13 +18,10 @@ cudaError_t qdequantize(uint32_t ggml_type, const void* blocks, size_t elems, bo
 // The most activation rows qmatvec takes in one launch.
 constexpr size_t kQmvMaxRows = 8;
 
-// x (m rows of k, dense, f32 / f16 / bf16; k a multiple of `group`) to 8-bit quants as the CPU's
-// quantized matmul makes them for weights of blocks of `group` (32: the Q8_0 form; 256: the Q8_K
-// form): q (m k int8), d (m k / 32 f32 scales, one per 32 quants: x ~ d q; with group 256 each of
-// 8 equal), sums (m k / 16: the sum of each 16 quants).
 // Where an op that makes activations also writes them quantized as quantize_acts_q8 would (rms_norm,
-// add_rms_norm and silu_mul on a few rows: launch_nn.h): [0] the form for blocks of 32, [1] the form
-// for blocks of 256, each q / d / sums as quantize_acts_q8 lays them out; null pointers: not asked.
+// add_rms_norm, silu_mul and decode attention on a few rows: launch_nn.h): [0] the form for blocks
+// of 32, [1] the form for blocks of 256, each q / d / sums as quantize_acts_q8 lays them out; null
+// pointers: not asked.
 struct ActsQ8Out {
   int8_t* q[2] = {nullptr, nullptr};
   float* d[2] = {nullptr, nullptr};
@@ -32,6 +29,10 @@ struct ActsQ8Out {
   bool any() const { return q[0] != nullptr || q[1] != nullptr; }
 };
 
+// x (m rows of k, dense, f32 / f16 / bf16; k a multiple of `group`) to 8-bit quants as the CPU's
+// quantized matmul makes them for weights of blocks of `group` (32: the Q8_0 form; 256: the Q8_K
+// form): q (m k int8), d (m k / 32 f32 scales, one per 32 quants: x ~ d q; with group 256 each of
+// 8 equal), sums (m k / 16: the sum of each 16 quants).
 cudaError_t quantize_acts_q8(Dt dt, const void* x, size_t m, size_t k, size_t group, int8_t* q, float* d,
                              int32_t* sums, cudaStream_t s);
 

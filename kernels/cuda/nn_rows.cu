@@ -178,6 +178,14 @@ cudaError_t launch_rows(const S* x, int64_t n_rows, int64_t d, int64_t rs, const
   return cudaGetLastError();
 }
 
+// silu(x) * up as the two element-wise ops give it: silu rounded to S as the unary kernel rounds it,
+// then the product rounded to S.
+template <typename S, typename C>
+__device__ __forceinline__ S silu_times(C x, C up) {
+  const C sx = load(store<S>(x / (C(1) + exp(-x))));
+  return store<S>(sx * up);
+}
+
 // I: the index type, uint32_t where every offset fits (a 64-bit division per element is slow)
 template <typename S, typename I>
 __global__ void silu_mul_k(const S* __restrict__ g, I gs, const S* __restrict__ u, I us, I n_rows, I d,
@@ -186,9 +194,7 @@ __global__ void silu_mul_k(const S* __restrict__ g, I gs, const S* __restrict__ 
   using C = compute_t<S>;
   CANDLE_GRID_LOOP(I, i, n_rows * d) {
     const int64_t r = i / d, c = i - r * d;
-    const C x = load(g[r * gs + c]);
-    const C sx = load(store<S>(x / (C(1) + exp(-x))));  // the unary kernel's silu, rounded as it rounds
-    out[i] = store<S>(sx * load(u[r * us + c]));
+    out[i] = silu_times<S, C>(load(g[r * gs + c]), load(u[r * us + c]));
   }
 }
 
@@ -206,10 +212,6 @@ __global__ void silu_mul_q8_k(const S* __restrict__ g, int64_t gs, const S* __re
   const uint64_t warp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x & 31;
   const uint64_t n = static_cast<uint64_t>(n_rows * d);
-  auto silu_mul1 = [](C x, C up) {
-    const C sx = load(store<S>(x / (C(1) + exp(-x))));  // the unary kernel's silu, rounded as it rounds
-    return store<S>(sx * up);
-  };
   if (q8.q[1]) {  // (d % 256 == 0)
     for (uint64_t un = warp; un < n / 256; un += warps) {
       const int64_t i0 = static_cast<int64_t>(un * 256 + lane * 8), r = i0 / d,
@@ -220,7 +222,7 @@ __global__ void silu_mul_q8_k(const S* __restrict__ g, int64_t gs, const S* __re
       float v[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        const S y = silu_mul1(gv[j], uv[j]);
+        const S y = silu_times<S, C>(gv[j], uv[j]);
         out[i0 + j] = y;
         v[j] = static_cast<float>(load(y));
       }
@@ -229,7 +231,7 @@ __global__ void silu_mul_q8_k(const S* __restrict__ g, int64_t gs, const S* __re
   } else {
     for (uint64_t b = warp; b < n / 32; b += warps) {
       const int64_t i = static_cast<int64_t>(b * 32 + lane), r = i / d, c = i - r * d;
-      const S y = silu_mul1(load(g[r * gs + c]), load(u[r * us + c]));
+      const S y = silu_times<S, C>(load(g[r * gs + c]), load(u[r * us + c]));
       out[i] = y;
       qacts::block32(static_cast<float>(load(y)), lane, b, q8.q[0], q8.d[0], q8.sums[0]);
     }

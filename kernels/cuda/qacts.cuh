@@ -30,6 +30,21 @@ __device__ __forceinline__ void block32(float v, unsigned lane, uint64_t b, int8
   if (lane == 0) d[b] = __half2float(__float2half_rn(amax / 127.0f));
 }
 
+// A lane's 8 values (elements 8 lane.. of a unit of 256 at q) times `scale` to quants, clamped; the
+// sums of each 16 (two lanes) into sums[lane / 2].
+__device__ __forceinline__ void quants8(const float (&v)[8], float scale, unsigned lane,
+                                        int8_t* __restrict__ q, int32_t* __restrict__ sums) {
+  int s = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int qi = max(-127, min(127, __float2int_rn(v[i] * scale)));
+    q[lane * 8 + i] = static_cast<int8_t>(qi);
+    s += qi;
+  }
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  if (lane % 2 == 0) sums[lane / 2] = s;
+}
+
 // Unit u of 256 values, lane l holding elements 8l..8l+7 in v (block of 32 l / 4, half l / 2), to
 // the forms `o` asks for: o.q[1] the Q8_K form (blocks of 256), o.q[0] the Q8_0 form (its 8 blocks
 // of 32, each from the 4 lanes that hold it: the same maximum and operations as block32).
@@ -40,16 +55,7 @@ __device__ __forceinline__ void unit256(const float (&v)[8], unsigned lane, uint
   if (o.q[0]) {
     float a32 = amax;
     for (int m = 1; m < 4; m *= 2) a32 = fmaxf(a32, __shfl_xor_sync(0xffffffffu, a32, m));
-    const float id = a32 > 0.0f ? 127.0f / a32 : 0.0f;
-    int s = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int qi = max(-127, min(127, __float2int_rn(v[i] * id)));
-      o.q[0][u * 256 + lane * 8 + i] = static_cast<int8_t>(qi);
-      s += qi;
-    }
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    if (lane % 2 == 0) o.sums[0][u * 16 + lane / 2] = s;
+    quants8(v, a32 > 0.0f ? 127.0f / a32 : 0.0f, lane, o.q[0] + u * 256, o.sums[0] + u * 16);
     if (lane % 4 == 0) o.d[0][u * 8 + lane / 4] = __half2float(__float2half_rn(a32 / 127.0f));
   }
   if (!o.q[1]) return;
@@ -62,16 +68,7 @@ __device__ __forceinline__ void unit256(const float (&v)[8], unsigned lane, uint
   for (int m = 16; m > 0; m /= 2) first = min(first, __shfl_xor_sync(0xffffffffu, first, m));
   float vmax = 0.0f;
   if (amax > 0.0f) vmax = __shfl_sync(0xffffffffu, v[first % 8], first / 8);
-  const float iscale = amax > 0.0f ? -127.0f / vmax : 0.0f;
-  int s = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int qi = max(-127, min(127, __float2int_rn(v[i] * iscale)));
-    o.q[1][u * 256 + lane * 8 + i] = static_cast<int8_t>(qi);
-    s += qi;
-  }
-  s += __shfl_xor_sync(0xffffffffu, s, 1);
-  if (lane % 2 == 0) o.sums[1][u * 16 + lane / 2] = s;
+  quants8(v, amax > 0.0f ? -127.0f / vmax : 0.0f, lane, o.q[1] + u * 256, o.sums[1] + u * 16);
   if (lane % 4 == 0) o.d[1][u * 8 + lane / 4] = amax > 0.0f ? vmax / -127.0f : 0.0f;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "candle/error.h"
@@ -112,12 +113,12 @@ std::shared_ptr<Context> Context::open(size_t ordinal) {
         "cudaMalloc (attention counters)");
   check(cudaMemset(c->attn_counters_, 0, counter_bytes), "cudaMemset (attention counters)");
   if (const char* v = std::getenv("CANDLE_CUDA_FUSE_QUANT")) {
-    // "0": none; else the producers named (ops_nn.cpp's Producer, 1-4)
+    // "0": none; else the producers named (bit p for ActsProducer p)
     const std::string list = std::string(",") + v + ",";
     c->fuse_producers_ = 0;
-    const char* names[] = {"rms_norm", "add_rms_norm", "silu_mul", "attention"};
-    for (unsigned i = 0; i < 4; ++i)
-      if (list.find(std::string(",") + names[i] + ",") != std::string::npos) c->fuse_producers_ |= 2u << i;
+    for (unsigned i = 0; i < std::size(kActsProducerNames); ++i)
+      if (list.find(std::string(",") + kActsProducerNames[i] + ",") != std::string::npos)
+        c->fuse_producers_ |= 2u << i;
     if (std::strcmp(v, "0") != 0 && c->fuse_producers_ == 0)
       std::fprintf(stderr,
                    "candle: CANDLE_CUDA_FUSE_QUANT=%s names no producer (rms_norm, add_rms_norm, silu_mul, "

@@ -59,6 +59,11 @@ class DeviceGuard {
   explicit DeviceGuard(int ordinal);
 };
 
+// The ops that write the activations they make quantized too (ActsQ8, storage.h), in the order of
+// their names in CANDLE_CUDA_FUSE_QUANT (kActsProducerNames[p - 1] names producer p).
+enum class ActsProducer : uint64_t { RmsNorm = 1, AddRmsNorm, SiluMul, Attention };
+inline constexpr const char* kActsProducerNames[] = {"rms_norm", "add_rms_norm", "silu_mul", "attention"};
+
 class Context {
  public:
   // Opens device `ordinal`: throws Error(Device) when the driver is missing, there is no such
@@ -137,8 +142,7 @@ class Context {
   // the op and its row length), learnt at their first use: the producer then writes its outputs in
   // those forms too, so that the matmul after it needs no quantization launch. 0 for a producer
   // whose outputs no quantized matmul has taken. CANDLE_CUDA_FUSE_QUANT=0: always 0; a comma list
-  // of producers (rms_norm, add_rms_norm, silu_mul, attention): only those (the key's top 16 bits:
-  // 1-4 in that order).
+  // of producers (kActsProducerNames): only those. `producer`: the ActsProducer in the top 16 bits.
   unsigned acts_q8_forms(uint64_t producer) const;
   void acts_q8_taken(uint64_t producer, size_t group);
 

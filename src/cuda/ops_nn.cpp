@@ -53,23 +53,19 @@ std::optional<Vec> vec_of(const CudaStorage& v, const Layout& l, size_t d) {
   return Vec{dense(v, l), 1};
 }
 
-// The producers of activations that write them quantized too (ActsQ8::producer: the op, then the
-// row length).
-enum class Producer : uint64_t { RmsNorm = 1, AddRmsNorm, SiluMul, Attention };
-
 // The quantized forms of n_rows rows of d activations (at element `offset` of their storage) for
 // the op that makes them (`op`) to write: those the quantized matmuls have taken of its outputs
 // (Context::acts_q8_forms; with none, the ActsQ8 only names the producer, for the matmul to record
 // what it takes). Null where the rows are too many for a matrix-vector product, not whole blocks,
 // or of another dtype. The form of blocks of 256 is left out where the rows are not whole units of
 // 256, or the producer's runs of values (`span`, if not the rows) are not.
-std::shared_ptr<ActsQ8> acts_q8_for(Context& c, Producer op, DType dt, size_t n_rows, size_t d, size_t offset,
-                                    size_t span = 0) {
+std::shared_ptr<ActsQ8> acts_q8_for(Context& c, ActsProducer op, DType dt, size_t n_rows, size_t d,
+                                    size_t offset, size_t span = 0) {
   if (n_rows == 0 || n_rows > cuda_k::kQmvMaxRows || d % 32 != 0 ||
       (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16))
     return nullptr;
   auto a = std::make_shared<ActsQ8>();
-  a->producer = static_cast<uint64_t>(op) << 48 | d;
+  a->producer = static_cast<uint64_t>(op) << 48 | d;  // the op, then the row length
   a->offset = offset;
   a->elems = n_rows * d;
   unsigned forms = c.acts_q8_forms(a->producer);
@@ -97,7 +93,7 @@ StoragePtr run_rows(const CudaStorage& x, const Layout& l, cuda_k::RowOp op, con
   const void* ap = a ? a->src.s->at(a->src.first) : nullptr;
   const void* bp = b ? b->src.s->at(b->src.first) : nullptr;
   auto q8 = op == cuda_k::RowOp::RmsNorm
-                ? acts_q8_for(x.ctx(), Producer::RmsNorm, x.dtype(), rows.n_rows, rows.d, 0)
+                ? acts_q8_for(x.ctx(), ActsProducer::RmsNorm, x.dtype(), rows.n_rows, rows.d, 0)
                 : nullptr;
   x.ctx().launched(
       cuda_k::row_op(op, dt_of(x.dtype()), rows.src.s->at(rows.src.first), i64(rows.n_rows), i64(rows.d),
@@ -208,7 +204,7 @@ StoragePtr CudaStorage::silu_mul(const Layout& l, const BackendStorage& up, cons
   auto out = cdev().make(dtype_, l.elem_count());
   if (l.elem_count() == 0) return out;
   const Rows g = rows_of(*this, l), r = rows_of(u, up_l);
-  auto q8 = acts_q8_for(ctx(), Producer::SiluMul, dtype_, g.n_rows, g.d, 0);
+  auto q8 = acts_q8_for(ctx(), ActsProducer::SiluMul, dtype_, g.n_rows, g.d, 0);
   ctx().launched(cuda_k::silu_mul(dt_of(dtype_), g.src.s->at(g.src.first), i64(g.row_stride),
                                   r.src.s->at(r.src.first), i64(r.row_stride), i64(g.n_rows), i64(g.d),
                                   out->at(0), stream(), q8 ? q8->forms : cuda_k::ActsQ8Out{}),
@@ -238,7 +234,7 @@ StoragePtr CudaStorage::add_rms_norm(const Layout& l, const BackendStorage& h, c
   if (l.elem_count() == 0) return out;
   const Rows xr = rows_of(*this, l), hr = rows_of(hs, h_l);
   // the normed rows (the second half of out) quantized too where a quantized matmul follows
-  auto q8 = acts_q8_for(ctx(), Producer::AddRmsNorm, dtype_, xr.n_rows, xr.d, l.elem_count());
+  auto q8 = acts_q8_for(ctx(), ActsProducer::AddRmsNorm, dtype_, xr.n_rows, xr.d, l.elem_count());
   ctx().launched(cuda_k::row_op(cuda_k::RowOp::AddRmsNorm, dt_of(dtype_), xr.src.s->at(xr.src.first),
                                 i64(xr.n_rows), i64(xr.d), i64(xr.row_stride), av->src.s->at(av->src.first),
                                 i64(av->stride), hr.src.s->at(hr.src.first), i64(hr.row_stride), eps,
@@ -355,7 +351,7 @@ StoragePtr CudaStorage::scaled_dot_product_attention(const Layout& q_l, const Ba
   // projection: [b, 1, h dv] rows), each kv head's rows by its own block
   std::shared_ptr<ActsQ8> q8;
   if (plan.decode != cuda_k::AttnPlan::Decode::None && g.tq == 1)
-    q8 = acts_q8_for(ctx(), Producer::Attention, dtype_, static_cast<size_t>(g.b),
+    q8 = acts_q8_for(ctx(), ActsProducer::Attention, dtype_, static_cast<size_t>(g.b),
                      static_cast<size_t>(g.h * g.dv), 0, static_cast<size_t>(g.h / g.hkv * g.dv));
   ctx().launched(cuda_k::attention(dt_of(dtype_), qp, kp, vp, g, o, plan, part ? part->ptr<float>() : nullptr,
                                    ctx().attention_counters(), out->at(0), stream(),
